@@ -1,0 +1,795 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's loop; see agent.h. At most one request to the controller is in flight. A
+ * sync is a long-poll held by the controller for at most one sync period, so the
+ * controller hears from the agent once per period (its liveness signal) and a change of
+ * the desired state arrives as soon as the controller makes it. When the agent has
+ * something new to say (a rank started or ended, a new step or checkpoint, a health
+ * change) it drops the outstanding long-poll and sends a fresh sync at once. Answers to
+ * dropped requests are never looked at, so every applied answer was computed after the
+ * controller had seen everything the agent reported before it.
+ */
+#include "agent.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "healthcheck.h"
+#include "inventory.h"
+#include "log.h"
+#include "logserver.h"
+#include "protocol.h"
+#include "rank.h"
+#include "rankenv.h"
+#include "util.h"
+
+/* Defaults until the controller says otherwise (DESIGN.md §5). */
+#define AGENT_DEFAULT_LEASE_MS 5000
+#define AGENT_DEFAULT_SYNC_PERIOD_MS 1000
+/* The longest long-poll asked for; the controller caps it at 30 s anyway. */
+#define AGENT_MAX_WAIT_MS 10000
+/* Pause before retrying an unreachable or failing controller. */
+#define AGENT_RETRY_MS 250
+/* Keys of ranks that ended here and were forgotten, so a stale answer cannot rerun them. */
+#define AGENT_TOMBSTONES 1024
+
+typedef enum AgentRequest {
+        AGENT_REQUEST_NONE,
+        AGENT_REQUEST_REGISTER,
+        AGENT_REQUEST_SYNC,
+} AgentRequest;
+
+struct Agent {
+        AgentConfig cfg;
+        char *controller;
+        char hostname[256];
+        char *boot_id;
+        char *address;
+        AccelConfig accel_cfg;
+        AgentInventory inv;
+        AgentLogServer *logs;
+        RankTable *ranks;
+
+        /* Controller session. */
+        CURLM *multi;
+        CURL *easy;
+        struct curl_slist *headers;
+        AgentRequest request;
+        uint64_t request_id;
+        char *response;
+        size_t response_len;
+        bool registered;
+        int64_t version;
+        bool dirty;
+        int64_t retry_at_ms;
+        bool failing; /* the last request failed: log recovery once */
+        int64_t lease_ms;
+        int64_t sync_period_ms;
+        int64_t last_contact_ms;
+        bool fenced;
+
+        /* Periodic work. */
+        int64_t next_scan_ms;
+        int64_t next_health_ms;
+        AgentHealthCmd *healthcmd;
+        bool cmd_healthy;
+        char *cmd_reason;
+        AgentHealth health;
+        AgentCheckpoint *ckpts;
+        size_t n_ckpts;
+
+        RankKey tombstones[AGENT_TOMBSTONES];
+        size_t n_tombstones;
+
+        int sigfd;
+        bool quit;
+};
+
+static void agent_boot_id_read(Agent *a) {
+        _cleanup_free_ char *data = NULL;
+        if (util_read_file("/proc/sys/kernel/random/boot_id", &data, NULL) == 0) {
+                data[strcspn(data, "\n")] = '\0';
+                a->boot_id = TAKE_PTR(data);
+        } else {
+                a->boot_id = xstrdup("unknown");
+        }
+}
+
+/* The address the controller gives clients for logs: the listen host, or our name. */
+static char *agent_address_make(const char *listen, const char *hostname, uint16_t port) {
+        _cleanup_free_ char *host = NULL;
+        uint16_t unused;
+        if (agent_listen_parse(listen, &host, &unused) < 0 || !*host ||
+            strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0)
+                return xasprintf("%s:%u", hostname, port);
+        if (strchr(host, ':'))
+                return xasprintf("[%s]:%u", host, port);
+        return xasprintf("%s:%u", host, port);
+}
+
+int agent_new(const AgentConfig *cfg, Agent **ret) {
+        Agent *a = xcalloc(1, sizeof(*a));
+        a->cfg = *cfg;
+        a->sigfd = -1;
+        a->lease_ms = AGENT_DEFAULT_LEASE_MS;
+        a->sync_period_ms = AGENT_DEFAULT_SYNC_PERIOD_MS;
+        a->cmd_healthy = true;
+        a->health.healthy = true;
+        a->controller = xstrdup(cfg->controller);
+        for (size_t n = strlen(a->controller); n > 0 && a->controller[n - 1] == '/'; n--)
+                a->controller[n - 1] = '\0';
+        if (gethostname(a->hostname, sizeof(a->hostname) - 1) < 0)
+                snprintf(a->hostname, sizeof(a->hostname), "%s", cfg->node);
+        agent_boot_id_read(a);
+
+        a->accel_cfg = (AccelConfig){ .dev_root = cfg->dev_root ? cfg->dev_root : "",
+                                      .sys_root = cfg->sys_root ? cfg->sys_root : "" };
+        int r = agent_inventory_load(&a->inv, cfg->topology, &a->accel_cfg);
+        if (r < 0) {
+                log_error("Cannot read the hardware topology%s%s: %s",
+                          cfg->topology ? " from " : "", cfg->topology ? cfg->topology : "",
+                          strerror(-r));
+                goto fail;
+        }
+        log_info("Inventory: %u CPUs, %" PRIu64 " MiB, %u NUMA nodes, %zu accelerators",
+                 a->inv.cpus, a->inv.memory_mb, a->inv.numa_nodes, a->inv.n_devs);
+        for (size_t i = 0; i < a->inv.n_devs; i++)
+                log_info("Accelerator %zu: %s %s at %s (NUMA %d)", i, a->inv.devs[i].kind,
+                         a->inv.devs[i].model, a->inv.devs[i].pci_bus_id,
+                         a->inv.devs[i].numa_node);
+
+        r = rank_table_new(cfg->state_dir, a->boot_id, &a->ranks);
+        if (r < 0) {
+                log_error("Cannot use state directory %s: %s", cfg->state_dir, strerror(-r));
+                goto fail;
+        }
+        r = rank_table_adopt(a->ranks);
+        if (r < 0) {
+                log_error("Cannot scan %s/ranks: %s", cfg->state_dir, strerror(-r));
+                goto fail;
+        }
+        for (size_t i = 0; i < rank_table_count(a->ranks); i++) {
+                Rank *rk = rank_table_at(a->ranks, i);
+                log_info("Adopted rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s", rk->key.job,
+                         rk->key.attempt, rk->key.rank,
+                         rk->state == AGENT_RANK_RUNNING ? "running" : "exited");
+        }
+
+        r = agent_logserver_start(cfg->listen, cfg->state_dir, &a->logs);
+        if (r < 0) {
+                log_error("Cannot serve logs on %s: %s", cfg->listen, strerror(-r));
+                goto fail;
+        }
+        a->address = agent_address_make(cfg->listen, a->hostname,
+                                        agent_logserver_port(a->logs));
+        log_info("Serving rank logs on %s", a->address);
+
+        if (cfg->health_cmd && *cfg->health_cmd)
+                a->healthcmd = agent_healthcmd_new(cfg->health_cmd, cfg->health_interval_ms);
+
+        a->multi = curl_multi_init();
+        a->headers = curl_slist_append(NULL, "Content-Type: application/json");
+        if (!a->multi || !a->headers) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        *ret = a;
+        return 0;
+
+fail:
+        agent_free(a);
+        return r;
+}
+
+static void agent_request_drop(Agent *a) {
+        if (a->easy) {
+                curl_multi_remove_handle(a->multi, a->easy);
+                curl_easy_cleanup(a->easy);
+                a->easy = NULL;
+        }
+        free(a->response);
+        a->response = NULL;
+        a->response_len = 0;
+        a->request = AGENT_REQUEST_NONE;
+}
+
+Agent *agent_free(Agent *a) {
+        if (!a)
+                return NULL;
+        agent_request_drop(a);
+        if (a->multi)
+                curl_multi_cleanup(a->multi);
+        curl_slist_free_all(a->headers);
+        agent_logserver_stop(a->logs);
+        agent_healthcmd_free(a->healthcmd);
+        rank_table_free(a->ranks);
+        agent_inventory_deinit(&a->inv);
+        for (size_t i = 0; i < a->n_ckpts; i++)
+                free(a->ckpts[i].path);
+        free(a->ckpts);
+        free(a->cmd_reason);
+        free(a->health.reason);
+        if (a->sigfd >= 0)
+                close(a->sigfd);
+        free(a->controller);
+        free(a->boot_id);
+        free(a->address);
+        free(a);
+        return NULL;
+}
+
+/* ---- Talking to the controller ---- */
+
+static size_t agent_response_write(char *data, size_t size, size_t nmemb, void *userdata) {
+        Agent *a = userdata;
+        size_t n = size * nmemb;
+        /* Answers are small; a runaway body is cut off rather than kept. */
+        if (a->response_len + n > 64 * 1024 * 1024)
+                return 0;
+        a->response = xrealloc(a->response, a->response_len + n + 1);
+        memcpy(a->response + a->response_len, data, n);
+        a->response_len += n;
+        a->response[a->response_len] = '\0';
+        return n;
+}
+
+static int64_t agent_wait_ms(const Agent *a) {
+        return a->sync_period_ms < AGENT_MAX_WAIT_MS ? a->sync_period_ms : AGENT_MAX_WAIT_MS;
+}
+
+static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
+        agent_request_drop(a);
+        json_t *body;
+        _cleanup_free_ char *url = NULL;
+        int64_t timeout_ms;
+        a->request_id++;
+        if (kind == AGENT_REQUEST_REGISTER) {
+                body = agent_proto_register_body(a->cfg.node, a->hostname, a->address,
+                                                 a->boot_id, a->cfg.labels, &a->inv);
+                url = xasprintf("%s/v1/agent/register", a->controller);
+                timeout_ms = 5000;
+        } else {
+                body = agent_proto_sync_body(a->cfg.node, a->boot_id, a->ranks, a->ckpts,
+                                             a->n_ckpts, &a->health, a->request_id);
+                url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
+                                a->controller, agent_wait_ms(a), a->version);
+                timeout_ms = agent_wait_ms(a) + 5000;
+        }
+        _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
+        json_decref(body);
+
+        a->easy = curl_easy_init();
+        if (!a->easy || !text) {
+                log_error("Cannot prepare a request to the controller");
+                a->retry_at_ms = now + AGENT_RETRY_MS;
+                return;
+        }
+        curl_easy_setopt(a->easy, CURLOPT_URL, url);
+        curl_easy_setopt(a->easy, CURLOPT_HTTPHEADER, a->headers);
+        curl_easy_setopt(a->easy, CURLOPT_COPYPOSTFIELDS, text);
+        curl_easy_setopt(a->easy, CURLOPT_WRITEFUNCTION, agent_response_write);
+        curl_easy_setopt(a->easy, CURLOPT_WRITEDATA, a);
+        curl_easy_setopt(a->easy, CURLOPT_TIMEOUT_MS, (long) timeout_ms);
+        curl_easy_setopt(a->easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        curl_easy_setopt(a->easy, CURLOPT_NOSIGNAL, 1L);
+        curl_multi_add_handle(a->multi, a->easy);
+        a->request = kind;
+        a->dirty = false;
+}
+
+_printf_(3, 4) static void agent_request_failed(Agent *a, int64_t now, const char *fmt, ...) {
+        if (!a->failing) {
+                char msg[512];
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(msg, sizeof(msg), fmt, ap);
+                va_end(ap);
+                log_warning("%s", msg);
+        }
+        a->failing = true;
+        a->retry_at_ms = now + AGENT_RETRY_MS;
+}
+
+static void agent_tombstone_add(Agent *a, RankKey key) {
+        a->tombstones[a->n_tombstones % AGENT_TOMBSTONES] = key;
+        a->n_tombstones++;
+}
+
+static bool agent_tombstone_has(const Agent *a, RankKey key) {
+        size_t n = a->n_tombstones < AGENT_TOMBSTONES ? a->n_tombstones : AGENT_TOMBSTONES;
+        for (size_t i = 0; i < n; i++) {
+                RankKey k = a->tombstones[i];
+                if (k.job == key.job && k.attempt == key.attempt && k.rank == key.rank)
+                        return true;
+        }
+        return false;
+}
+
+/* Turns a JSON array of strings into a NULL-terminated vector borrowing the strings. */
+static char **agent_argv_make(json_t *argv) {
+        size_t n = json_array_size(argv);
+        char **v = xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+                v[i] = (char *) json_string_value(json_array_get(argv, i));
+        return v;
+}
+
+static void agent_rank_start(Agent *a, const DesiredRank *d) {
+        _cleanup_free_ char *progress = rank_table_progress_path(a->ranks, d->key);
+        _cleanup_free_ char *env_error = NULL;
+        _cleanup_free_ char **argv = NULL;
+        char **envp = NULL;
+
+        const char *error = d->error;
+        if (!error) {
+                RankEnvRequest req = {
+                        .env = d->env,
+                        .devices = d->devices,
+                        .accelerator = d->accelerator,
+                        .profile_dir = a->cfg.profile_dir,
+                        .progress_path = progress,
+                };
+                if (agent_env_build(&req, &a->inv, &envp, &env_error) < 0)
+                        error = env_error;
+                argv = agent_argv_make(d->argv);
+        }
+
+        RankLaunch l = {
+                .key = d->key,
+                .argv = argv,
+                .envp = envp,
+                .workdir = d->workdir,
+                .user = d->user,
+                .checkpoint_dir = d->checkpoint_dir,
+                .hang_timeout_s = d->hang_timeout_s,
+                .error = error,
+        };
+        Rank *r;
+        int k = rank_table_start(a->ranks, &l, &r);
+        agent_env_free(envp);
+        if (k < 0) {
+                log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s",
+                          d->key.job, d->key.attempt, d->key.rank, strerror(-k));
+                return;
+        }
+        if (r->state == AGENT_RANK_EXITED)
+                log_warning("Rank %" PRId64 "/%" PRId64 "/%" PRId64 " failed to start: %s",
+                            d->key.job, d->key.attempt, d->key.rank,
+                            error ? error : "see its log");
+        else
+                log_info("Started rank %" PRId64 "/%" PRId64 "/%" PRId64 " as pid %d",
+                         d->key.job, d->key.attempt, d->key.rank, (int) r->rank_pid);
+        a->dirty = true;
+}
+
+/* Makes the node's ranks what the answer to request_id says they should be. */
+static void agent_converge(Agent *a, const SyncAnswer *ans, uint64_t request_id, int64_t now) {
+        for (size_t i = rank_table_count(a->ranks); i-- > 0;) {
+                Rank *r = rank_table_at(a->ranks, i);
+                if (agent_sync_answer_find(ans, r->key))
+                        continue;
+                if (r->state == AGENT_RANK_RUNNING) {
+                        if (!r->stopping)
+                                log_info("Stopping rank %" PRId64 "/%" PRId64 "/%" PRId64
+                                         ": no longer desired",
+                                         r->key.job, r->key.attempt, r->key.rank);
+                        rank_kill(r, now, a->cfg.kill_grace_ms);
+                } else if (r->exit_reported_in != 0 && r->exit_reported_in <= request_id) {
+                        /* The controller has seen the exit and let go of the rank. */
+                        agent_tombstone_add(a, r->key);
+                        rank_table_remove(a->ranks, r);
+                }
+        }
+        for (size_t i = 0; i < ans->n_ranks; i++) {
+                const DesiredRank *d = &ans->ranks[i];
+                if (rank_table_find(a->ranks, d->key) || agent_tombstone_has(a, d->key))
+                        continue;
+                agent_rank_start(a, d);
+        }
+}
+
+static void agent_contact_ok(Agent *a, int64_t now) {
+        if (a->failing)
+                log_info("Controller at %s reachable again", a->controller);
+        a->failing = false;
+        a->last_contact_ms = now;
+        a->fenced = false;
+}
+
+static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
+        AgentRequest kind = a->request;
+        uint64_t id = a->request_id;
+        long status = 0;
+        curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &status);
+        json_t *body = a->response ? json_loadb(a->response, a->response_len, 0, NULL) : NULL;
+        agent_request_drop(a);
+
+        if (result != CURLE_OK) {
+                json_decref(body);
+                agent_request_failed(a, now, "Controller unreachable: %s",
+                                     curl_easy_strerror(result));
+                return;
+        }
+        if (status == 404 && kind == AGENT_REQUEST_SYNC) {
+                const char *code = agent_proto_error_code(body);
+                log_warning("Controller does not know this node (%s): registering again",
+                            code ? code : "404");
+                json_decref(body);
+                a->registered = false;
+                return;
+        }
+        if (status != 200) {
+                const char *code = agent_proto_error_code(body);
+                agent_request_failed(a, now, "Controller refused the request: HTTP %ld %s",
+                                     status, code ? code : "");
+                json_decref(body);
+                return;
+        }
+
+        if (kind == AGENT_REQUEST_REGISTER) {
+                int r = agent_proto_parse_register(body, &a->lease_ms, &a->sync_period_ms);
+                json_decref(body);
+                if (r < 0) {
+                        agent_request_failed(a, now, "Controller sent a malformed answer to register");
+                        return;
+                }
+                agent_contact_ok(a, now);
+                log_info("Registered as %s with %s (lease %" PRId64 " ms, sync period %" PRId64
+                         " ms)",
+                         a->cfg.node, a->controller, a->lease_ms, a->sync_period_ms);
+                a->registered = true;
+                a->version = 0;
+                a->dirty = true;
+                return;
+        }
+
+        SyncAnswer ans;
+        if (agent_proto_parse_sync(body, &ans) < 0) {
+                agent_request_failed(a, now, "Controller sent a malformed answer to sync");
+                return;
+        }
+        agent_contact_ok(a, now);
+        if (ans.lease_ms > 0)
+                a->lease_ms = ans.lease_ms;
+        if (ans.version != a->version)
+                log_debug("Desired state version %" PRId64 ": %zu ranks", ans.version,
+                          ans.n_ranks);
+        a->version = ans.version;
+        agent_converge(a, &ans, id, now);
+        agent_sync_answer_clear(&ans);
+}
+
+static void agent_http_process(Agent *a, int64_t now) {
+        int running;
+        curl_multi_perform(a->multi, &running);
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(a->multi, &left)))
+                if (m->msg == CURLMSG_DONE && m->easy_handle == a->easy)
+                        agent_request_done(a, m->data.result, now);
+}
+
+/* Starts the next request when one is due. */
+static void agent_http_schedule(Agent *a, int64_t now) {
+        if (a->request == AGENT_REQUEST_REGISTER)
+                return;
+        if (a->request == AGENT_REQUEST_SYNC) {
+                /* Drop the long-poll: the controller must hear the news now. */
+                if (a->dirty)
+                        agent_request_send(a, AGENT_REQUEST_SYNC, now);
+                return;
+        }
+        if (now < a->retry_at_ms)
+                return;
+        agent_request_send(a, a->registered ? AGENT_REQUEST_SYNC : AGENT_REQUEST_REGISTER, now);
+}
+
+/* ---- Periodic work ---- */
+
+static void agent_ckpts_clear(AgentCheckpoint *c, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(c[i].path);
+        free(c);
+}
+
+/* Looks whether r has ended; logs it and asks for a sync when it has. */
+static bool agent_rank_check_exit(Agent *a, Rank *r) {
+        if (!rank_check_exit(r))
+                return false;
+        log_info("Rank %" PRId64 "/%" PRId64 "/%" PRId64 " exited with %s %d", r->key.job,
+                 r->key.attempt, r->key.rank, r->exit.signaled ? "signal" : "code",
+                 r->exit.code);
+        a->dirty = true;
+        return true;
+}
+
+/* Rescans checkpoint directories; true when the report changed. */
+static bool agent_scan_checkpoints(Agent *a) {
+        size_t n_ranks = rank_table_count(a->ranks), n = 0;
+        AgentCheckpoint *c = xcalloc(n_ranks + 1, sizeof(*c));
+        for (size_t i = 0; i < n_ranks; i++) {
+                Rank *r = rank_table_at(a->ranks, i);
+                if (!r->checkpoint_dir)
+                        continue;
+                size_t j;
+                for (j = 0; j < n && c[j].job != r->key.job; j++)
+                        ;
+                if (j < n) {
+                        /* Report it as the newest attempt's view of the job. */
+                        if (r->key.attempt > c[j].attempt)
+                                c[j].attempt = r->key.attempt;
+                        continue;
+                }
+                int64_t step;
+                char *path;
+                if (agent_checkpoint_latest(r->checkpoint_dir, &step, &path) <= 0)
+                        continue;
+                c[n++] = (AgentCheckpoint){ .job = r->key.job, .attempt = r->key.attempt,
+                                            .step = step, .path = path };
+        }
+
+        bool changed = n != a->n_ckpts;
+        for (size_t i = 0; !changed && i < n; i++)
+                changed = c[i].job != a->ckpts[i].job || c[i].step != a->ckpts[i].step ||
+                          c[i].attempt != a->ckpts[i].attempt ||
+                          strcmp(c[i].path, a->ckpts[i].path) != 0;
+        agent_ckpts_clear(a->ckpts, a->n_ckpts);
+        a->ckpts = c;
+        a->n_ckpts = n;
+        return changed;
+}
+
+/*
+ * Reads progress files and looks for exits missed. Returns true for news that cannot
+ * wait for the next periodic sync (an exit, a hang); new steps simply ride along with
+ * that sync, which comes at least once per period anyway.
+ */
+static bool agent_scan_ranks(Agent *a) {
+        bool news = false;
+        int64_t wall = util_wall_ms();
+        for (size_t i = 0; i < rank_table_count(a->ranks); i++) {
+                Rank *r = rank_table_at(a->ranks, i);
+                if (agent_rank_check_exit(a, r)) {
+                        news = true;
+                        continue;
+                }
+                if (r->state != AGENT_RANK_RUNNING)
+                        continue;
+                _cleanup_free_ char *path = rank_table_progress_path(a->ranks, r->key);
+                char content[AGENT_PROGRESS_MAX + 1];
+                if (agent_progress_read(path, content, sizeof(content)) == 0)
+                        agent_progress_update(&r->progress, content, wall);
+                bool hung = agent_progress_hung(&r->progress, r->hang_timeout_s, wall);
+                if (hung != r->hung) {
+                        if (hung)
+                                log_warning("Rank %" PRId64 "/%" PRId64 "/%" PRId64
+                                            " made no progress for %" PRId64 " s",
+                                            r->key.job, r->key.attempt, r->key.rank,
+                                            r->hang_timeout_s);
+                        r->hung = hung;
+                        news = true;
+                }
+        }
+        return news;
+}
+
+static void agent_health_update(Agent *a, bool healthy, char *reason) {
+        bool changed = healthy != a->health.healthy ||
+                       !util_streq_ptr(reason, a->health.reason);
+        if (changed) {
+                if (healthy)
+                        log_info("Node healthy again");
+                else
+                        log_warning("Node unhealthy: %s", reason);
+                a->dirty = true;
+        }
+        free(a->health.reason);
+        a->health.healthy = healthy;
+        a->health.reason = reason;
+}
+
+/* Combines the last health command verdict with fresh backend probes. */
+static void agent_health_evaluate(Agent *a) {
+        char *reason = a->cmd_healthy ? NULL : xstrdup(a->cmd_reason ? a->cmd_reason : "");
+        for (size_t b = 0; accel_backends[b]; b++) {
+                const AccelBackend *backend = accel_backends[b];
+                if (!backend->health)
+                        continue;
+                /* This backend's devices are a contiguous run of the inventory. */
+                size_t first = 0, n = 0;
+                for (size_t i = 0; i < a->inv.n_devs; i++)
+                        if (a->inv.devs[i].backend == backend) {
+                                if (n++ == 0)
+                                        first = i;
+                        }
+                char *why = NULL;
+                int r = backend->health(a->inv.devs + first, n, &a->accel_cfg, &why);
+                if (r < 0)
+                        log_debug("Health probe of %s failed: %s", backend->name, strerror(-r));
+                if (r == 1) {
+                        /* Backends name the device in their reason already. */
+                        char *joined = why ? xasprintf("%s%s%s", reason ? reason : "",
+                                                       reason ? "; " : "", why)
+                                           : xasprintf("%s%s%s: unhealthy",
+                                                       reason ? reason : "",
+                                                       reason ? "; " : "", backend->name);
+                        free(reason);
+                        reason = joined;
+                }
+                free(why);
+        }
+        if (reason && strlen(reason) > AGENT_HEALTH_REASON_MAX) {
+                char *cut = agent_health_reason_trim(reason, strlen(reason));
+                free(reason);
+                reason = cut;
+        }
+        agent_health_update(a, reason == NULL, reason);
+}
+
+static void agent_health_tick(Agent *a, int64_t now) {
+        if (now < a->next_health_ms)
+                return;
+        a->next_health_ms = now + a->cfg.health_interval_ms;
+        if (a->healthcmd && !agent_healthcmd_running(a->healthcmd)) {
+                int r = agent_healthcmd_start(a->healthcmd, now);
+                if (r < 0)
+                        log_warning("Cannot run the health command: %s", strerror(-r));
+        }
+        agent_health_evaluate(a);
+}
+
+static void agent_healthcmd_poll(Agent *a, int64_t now) {
+        if (!a->healthcmd)
+                return;
+        bool healthy;
+        char *reason;
+        if (agent_healthcmd_process(a->healthcmd, now, &healthy, &reason) <= 0)
+                return;
+        a->cmd_healthy = healthy;
+        free(a->cmd_reason);
+        a->cmd_reason = reason;
+        agent_health_evaluate(a);
+}
+
+static void agent_fence_check(Agent *a, int64_t now) {
+        if (a->fenced || now - a->last_contact_ms < a->lease_ms)
+                return;
+        a->fenced = true;
+        size_t n = 0;
+        for (size_t i = 0; i < rank_table_count(a->ranks); i++) {
+                Rank *r = rank_table_at(a->ranks, i);
+                if (r->state != AGENT_RANK_RUNNING)
+                        continue;
+                rank_kill(r, now, a->cfg.kill_grace_ms);
+                n++;
+        }
+        if (n > 0)
+                log_warning("No successful sync for %" PRId64 " ms (lease %" PRId64
+                            " ms): killing %zu ranks",
+                            now - a->last_contact_ms, a->lease_ms, n);
+}
+
+static void agent_periodic(Agent *a, int64_t now) {
+        if (now >= a->next_scan_ms) {
+                a->next_scan_ms = now + a->sync_period_ms;
+                if (agent_scan_ranks(a))
+                        a->dirty = true;
+                if (agent_scan_checkpoints(a))
+                        a->dirty = true;
+        }
+        agent_health_tick(a, now);
+        agent_healthcmd_poll(a, now);
+        rank_table_tick(a->ranks, now);
+        agent_fence_check(a, now);
+}
+
+static int64_t agent_next_deadline(const Agent *a) {
+        int64_t next = a->next_scan_ms;
+        if (a->next_health_ms < next)
+                next = a->next_health_ms;
+        if (a->healthcmd && agent_healthcmd_deadline(a->healthcmd) < next)
+                next = agent_healthcmd_deadline(a->healthcmd);
+        if (rank_table_next_deadline(a->ranks) < next)
+                next = rank_table_next_deadline(a->ranks);
+        if (!a->fenced && a->last_contact_ms + a->lease_ms < next)
+                next = a->last_contact_ms + a->lease_ms;
+        if (a->request == AGENT_REQUEST_NONE && a->retry_at_ms < next)
+                next = a->retry_at_ms;
+        return next;
+}
+
+/* ---- The loop ---- */
+
+static int agent_signals_open(void) {
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return -errno;
+        int fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        return fd < 0 ? -errno : fd;
+}
+
+static void agent_signal_read(Agent *a) {
+        struct signalfd_siginfo si;
+        while (read(a->sigfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
+                log_info("Received %s: exiting, ranks keep running",
+                         si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+                a->quit = true;
+        }
+}
+
+int agent_run(Agent *a) {
+        int r = agent_signals_open();
+        if (r < 0)
+                return log_error_errno(r, "Cannot set up signal handling: %s", strerror(-r));
+        a->sigfd = r;
+
+        int64_t now = util_now_ms();
+        a->last_contact_ms = now;
+        a->next_scan_ms = now;
+        a->next_health_ms = now;
+
+        struct curl_waitfd *fds = NULL;
+        Rank **fd_ranks = NULL;
+        while (!a->quit) {
+                now = util_now_ms();
+                agent_periodic(a, now);
+                agent_http_schedule(a, now);
+
+                /* Extra descriptors: the signalfd, rank pidfds, the health command. */
+                size_t cap = 3 + rank_table_count(a->ranks), n = 0;
+                fds = xrealloc(fds, cap * sizeof(*fds));
+                fd_ranks = xrealloc(fd_ranks, cap * sizeof(*fd_ranks));
+                fds[n] = (struct curl_waitfd){ .fd = a->sigfd, .events = CURL_WAIT_POLLIN };
+                fd_ranks[n++] = NULL;
+                for (size_t i = 0; i < rank_table_count(a->ranks); i++) {
+                        Rank *rk = rank_table_at(a->ranks, i);
+                        if (rk->state != AGENT_RANK_RUNNING || rk->pidfd < 0)
+                                continue;
+                        fds[n] = (struct curl_waitfd){ .fd = rk->pidfd,
+                                                       .events = CURL_WAIT_POLLIN };
+                        fd_ranks[n++] = rk;
+                }
+                int hfds[2];
+                size_t nh = a->healthcmd ? agent_healthcmd_fds(a->healthcmd, hfds) : 0;
+                for (size_t i = 0; i < nh; i++) {
+                        fds[n] = (struct curl_waitfd){ .fd = hfds[i], .events = CURL_WAIT_POLLIN };
+                        fd_ranks[n++] = NULL;
+                }
+
+                int64_t timeout = agent_next_deadline(a) - now;
+                if (a->dirty && a->request == AGENT_REQUEST_SYNC)
+                        timeout = 0;
+                if (timeout < 0)
+                        timeout = 0;
+                if (timeout > 1000)
+                        timeout = 1000;
+                curl_multi_poll(a->multi, fds, (unsigned) n, (int) timeout, NULL);
+
+                /* Rank exits first: converging below may free ranks in fd_ranks. */
+                for (size_t i = 0; i < n; i++) {
+                        if (!fds[i].revents)
+                                continue;
+                        if (fds[i].fd == a->sigfd)
+                                agent_signal_read(a);
+                        else if (fd_ranks[i])
+                                agent_rank_check_exit(a, fd_ranks[i]);
+                }
+                now = util_now_ms();
+                agent_healthcmd_poll(a, now);
+                agent_http_process(a, now);
+        }
+        free(fds);
+        free(fd_ranks);
+        return 0;
+}

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rank log server; see logserver.h. libmicrohttpd runs one thread per connection, so a
+ * follow stream may simply block in its content reader: it polls the file every 100 ms
+ * while watching the client's socket for a hang-up, and ends once the rank's status is
+ * recorded (or its state directory is gone) and the file has been read to the end.
+ * Request paths are parsed as three plain integers and the file name is built from
+ * them, so no part of the URL ever reaches the file system.
+ */
+#include "logserver.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rank.h"
+#include "util.h"
+
+/* How often a follow stream looks for new output. */
+#define FOLLOW_POLL_MS 100
+
+struct AgentLogServer {
+        struct MHD_Daemon *daemon;
+        char *state_dir;
+        uint16_t port;
+        atomic_bool stopping;
+};
+
+typedef struct LogFollow {
+        AgentLogServer *server;
+        RankKey key;
+        int fd;
+        int client_fd;
+        bool last_pass; /* the rank has ended: read to the end once more, then stop */
+} LogFollow;
+
+int agent_listen_parse(const char *addr, char **ret_host, uint16_t *ret_port) {
+        const char *colon, *host_start = addr, *host_end;
+        if (addr[0] == '[') {
+                const char *close = strchr(addr, ']');
+                if (!close || close[1] != ':')
+                        return -EINVAL;
+                host_start = addr + 1;
+                host_end = close;
+                colon = close + 1;
+        } else {
+                colon = strrchr(addr, ':');
+                if (!colon)
+                        return -EINVAL;
+                host_end = colon;
+        }
+        const char *p = colon + 1;
+        if (!*p || strlen(p) > 5)
+                return -EINVAL;
+        unsigned long port = 0;
+        for (; *p; p++) {
+                if (!isdigit((unsigned char) *p))
+                        return -EINVAL;
+                port = port * 10 + (unsigned long) (*p - '0');
+        }
+        if (port > 65535)
+                return -EINVAL;
+        *ret_host = xasprintf("%.*s", (int) (host_end - host_start), host_start);
+        *ret_port = (uint16_t) port;
+        return 0;
+}
+
+/* Parses 1-18 digits, so the value always fits; advances *p. */
+static int log_parse_number(const char **p, int64_t *ret) {
+        int64_t v = 0;
+        int n = 0;
+        for (; isdigit((unsigned char) **p); (*p)++, n++) {
+                if (n == 18)
+                        return -EINVAL;
+                v = v * 10 + (**p - '0');
+        }
+        if (n == 0)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int agent_log_path_parse(const char *url, int64_t *ret_job, int64_t *ret_attempt,
+                         int64_t *ret_rank) {
+        static const char prefix[] = "/v1/logs/";
+        if (strncmp(url, prefix, sizeof(prefix) - 1) != 0)
+                return -EINVAL;
+        const char *p = url + sizeof(prefix) - 1;
+        int64_t v[3];
+        for (int i = 0; i < 3; i++) {
+                if (log_parse_number(&p, &v[i]) < 0)
+                        return -EINVAL;
+                if (*p != (i < 2 ? '/' : '\0'))
+                        return -EINVAL;
+                if (i < 2)
+                        p++;
+        }
+        *ret_job = v[0];
+        *ret_attempt = v[1];
+        *ret_rank = v[2];
+        return 0;
+}
+
+static enum MHD_Result log_respond(struct MHD_Connection *c, unsigned status,
+                                   struct MHD_Response *resp, const char *content_type) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        enum MHD_Result ret = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+static enum MHD_Result log_respond_json(struct MHD_Connection *c, unsigned status,
+                                        const char *code, const char *message) {
+        _cleanup_free_ char *body =
+                xasprintf("{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code, message);
+        struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body,
+                                                                    MHD_RESPMEM_MUST_COPY);
+        if (!resp)
+                return MHD_NO;
+        return log_respond(c, status, resp, "application/json");
+}
+
+static ssize_t log_follow_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        LogFollow *f = cls;
+        for (;;) {
+                ssize_t n = pread(f->fd, buf, max, (off_t) pos);
+                if (n > 0)
+                        return n;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (f->last_pass || atomic_load(&f->server->stopping))
+                        return MHD_CONTENT_READER_END_OF_STREAM;
+                if (rank_finished_on_disk(f->server->state_dir, f->key)) {
+                        /* The rank may have written more just before it ended. */
+                        f->last_pass = true;
+                        continue;
+                }
+                struct pollfd p = { .fd = f->client_fd, .events = POLLRDHUP };
+                if (poll(&p, f->client_fd >= 0 ? 1 : 0, FOLLOW_POLL_MS) > 0 &&
+                    (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+}
+
+static void log_follow_free(void *cls) {
+        LogFollow *f = cls;
+        close(f->fd);
+        free(f);
+}
+
+static enum MHD_Result log_handle(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+        AgentLogServer *s = cls;
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+                return log_respond_json(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
+                                        "only GET is served here");
+        if (strcmp(url, "/healthz") == 0) {
+                static const char ok[] = "{\"status\":\"ok\"}\n";
+                struct MHD_Response *resp = MHD_create_response_from_buffer(
+                        sizeof(ok) - 1, (void *) ok, MHD_RESPMEM_PERSISTENT);
+                return resp ? log_respond(c, MHD_HTTP_OK, resp, "application/json") : MHD_NO;
+        }
+        if (strncmp(url, "/v1/logs/", 9) != 0)
+                return log_respond_json(c, MHD_HTTP_NOT_FOUND, "not_found", "no such path");
+
+        RankKey key;
+        if (agent_log_path_parse(url, &key.job, &key.attempt, &key.rank) < 0)
+                return log_respond_json(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                                        "expected /v1/logs/{job}/{attempt}/{rank}");
+
+        _cleanup_free_ char *path = rank_log_path(s->state_dir, key);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+                close(fd);
+                fd = -1;
+        }
+        if (fd < 0)
+                return log_respond_json(c, MHD_HTTP_NOT_FOUND, "not_found",
+                                        "no log for this rank on this node");
+
+        const char *follow = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "follow");
+        struct MHD_Response *resp;
+        if (follow && strcmp(follow, "1") == 0) {
+                LogFollow *f = xcalloc(1, sizeof(*f));
+                const union MHD_ConnectionInfo *ci =
+                        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+                *f = (LogFollow){ .server = s, .key = key, .fd = fd,
+                                  .client_fd = ci ? ci->connect_fd : -1 };
+                resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                         log_follow_read, f, log_follow_free);
+                if (!resp)
+                        log_follow_free(f);
+        } else {
+                /* Takes fd; serves the bytes written so far. */
+                resp = MHD_create_response_from_fd((uint64_t) st.st_size, fd);
+                if (!resp)
+                        close(fd);
+        }
+        if (!resp)
+                return MHD_NO;
+        return log_respond(c, MHD_HTTP_OK, resp, "text/plain; charset=utf-8");
+}
+
+int agent_logserver_start(const char *listen_addr, const char *state_dir,
+                          AgentLogServer **ret) {
+        _cleanup_free_ char *host = NULL;
+        uint16_t port;
+        int r = agent_listen_parse(listen_addr, &host, &port);
+        if (r < 0)
+                return r;
+
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                  .ai_flags = AI_PASSIVE }, *ai = NULL;
+        char port_s[8];
+        snprintf(port_s, sizeof(port_s), "%u", port);
+        if (getaddrinfo(*host ? host : NULL, port_s, &hints, &ai) != 0 || !ai)
+                return -EADDRNOTAVAIL;
+
+        AgentLogServer *s = xcalloc(1, sizeof(*s));
+        s->state_dir = xstrdup(state_dir);
+        atomic_init(&s->stopping, false);
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_POLL;
+        if (ai->ai_family == AF_INET6)
+                flags |= MHD_USE_IPv6;
+        s->daemon = MHD_start_daemon(flags, port, NULL, NULL, log_handle, s,
+                                     MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_END);
+        freeaddrinfo(ai);
+        if (!s->daemon) {
+                free(s->state_dir);
+                free(s);
+                return -EADDRINUSE;
+        }
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon,
+                                                               MHD_DAEMON_INFO_BIND_PORT);
+        s->port = info ? info->port : port;
+        *ret = s;
+        return 0;
+}
+
+AgentLogServer *agent_logserver_stop(AgentLogServer *s) {
+        if (!s)
+                return NULL;
+        atomic_store(&s->stopping, true);
+        MHD_stop_daemon(s->daemon);
+        free(s->state_dir);
+        free(s);
+        return NULL;
+}
+
+uint16_t agent_logserver_port(const AgentLogServer *s) {
+        return s->port;
+}

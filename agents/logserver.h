@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's HTTP server for rank logs: GET /v1/logs/{job}/{attempt}/{rank} answers
+ * the rank's log file as text/plain, and with ?follow=1 keeps the answer open, sending
+ * what the rank writes, until the rank has ended. The controller redirects
+ * `GET /v1/jobs/{id}/logs` here. It only reads files below the state directory, so it
+ * runs on libmicrohttpd's own threads and shares no memory with the agent's loop.
+ */
+#pragma once
+
+#include <stdint.h>
+
+typedef struct AgentLogServer AgentLogServer;
+
+/*
+ * Listens on listen_addr ("HOST:PORT", "[V6HOST]:PORT"; port 0 picks a free one) and
+ * serves the logs under state_dir. Returns 0 or -errno.
+ */
+int agent_logserver_start(const char *listen_addr, const char *state_dir,
+                          AgentLogServer **ret);
+/* Stops serving (ends follow streams) and frees s; returns NULL. */
+AgentLogServer *agent_logserver_stop(AgentLogServer *s);
+
+/* The port actually bound. */
+uint16_t agent_logserver_port(const AgentLogServer *s);
+
+/*
+ * Splits "HOST:PORT" or "[HOST]:PORT" into a malloc'd host (brackets removed) and a
+ * port. Returns 0 or -EINVAL.
+ */
+int agent_listen_parse(const char *addr, char **ret_host, uint16_t *ret_port);
+
+/*
+ * Parses the path of a log request. Returns 0 with the three numbers, or -EINVAL for
+ * anything that is not exactly /v1/logs/<digits>/<digits>/<digits>.
+ */
+int agent_log_path_parse(const char *url, int64_t *ret_job, int64_t *ret_attempt,
+                         int64_t *ret_rank);

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Progress files, hang detection and checkpoint discovery; see progress.h. Hang time is
+ * measured on the wall clock so that an agent restarted mid-run can carry on from the
+ * rank's start time and the progress file's modification time instead of starting the
+ * timeout over.
+ */
+#include "progress.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+int agent_progress_parse(const char *data, int64_t *ret_step) {
+        const char *p = data;
+        while (isspace((unsigned char) *p))
+                p++;
+        if (!isdigit((unsigned char) *p))
+                return -EINVAL;
+        int64_t v = 0;
+        for (; isdigit((unsigned char) *p); p++) {
+                int d = *p - '0';
+                if (v > (INT64_MAX - d) / 10)
+                        return -EINVAL;
+                v = v * 10 + d;
+        }
+        while (isspace((unsigned char) *p))
+                p++;
+        if (*p != '\0')
+                return -EINVAL;
+        *ret_step = v;
+        return 0;
+}
+
+int agent_progress_read(const char *path, char *buf, size_t size) {
+        if (size <= AGENT_PROGRESS_MAX)
+                return -EINVAL;
+        buf[0] = '\0';
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        ssize_t n;
+        do
+                n = read(fd, buf, AGENT_PROGRESS_MAX);
+        while (n < 0 && errno == EINTR);
+        int r = n < 0 ? -errno : 0;
+        close(fd);
+        if (r < 0)
+                return r;
+        buf[n] = '\0';
+        return 0;
+}
+
+void agent_progress_init(ProgressTracker *t, int64_t since_wall_ms) {
+        *t = (ProgressTracker){ .changed_wall_ms = since_wall_ms };
+}
+
+bool agent_progress_update(ProgressTracker *t, const char *content, int64_t now_wall_ms) {
+        if (strncmp(t->content, content, AGENT_PROGRESS_MAX) == 0)
+                return false;
+        snprintf(t->content, sizeof(t->content), "%s", content);
+        t->changed_wall_ms = now_wall_ms;
+
+        int64_t step;
+        if (agent_progress_parse(content, &step) < 0)
+                return false;
+        if (t->has_step && t->step == step)
+                return false;
+        t->has_step = true;
+        t->step = step;
+        return true;
+}
+
+bool agent_progress_hung(const ProgressTracker *t, int64_t hang_timeout_s, int64_t now_wall_ms) {
+        if (hang_timeout_s <= 0)
+                return false;
+        return now_wall_ms - t->changed_wall_ms >= hang_timeout_s * 1000;
+}
+
+/* Parses "step_<digits>" (AXLearn writes %08d, longer numbers are allowed); -EINVAL else. */
+static int checkpoint_parse_name(const char *name, int64_t *ret_step) {
+        if (strncmp(name, "step_", 5) != 0 || !isdigit((unsigned char) name[5]))
+                return -EINVAL;
+        for (const char *p = name + 5; *p; p++)
+                if (!isdigit((unsigned char) *p))
+                        return -EINVAL;
+        return agent_progress_parse(name + 5, ret_step);
+}
+
+int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path) {
+        DIR *d = opendir(dir);
+        if (!d)
+                return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+
+        int64_t best = -1;
+        char *best_name = NULL;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                int64_t step;
+                if (checkpoint_parse_name(de->d_name, &step) < 0 || step <= best)
+                        continue;
+                _cleanup_free_ char *index = xasprintf("%s/%s/index", dir, de->d_name);
+                struct stat st;
+                if (stat(index, &st) < 0)
+                        continue;
+                best = step;
+                free(best_name);
+                best_name = xstrdup(de->d_name);
+        }
+        closedir(d);
+
+        if (best < 0)
+                return 0;
+        size_t len = strlen(dir);
+        while (len > 1 && dir[len - 1] == '/')
+                len--;
+        *ret_path = xasprintf("%.*s/%s", (int) len, dir, best_name);
+        *ret_step = best;
+        free(best_name);
+        return 1;
+}

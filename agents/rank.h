@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's table of ranks and their state on disk. Each rank has a directory
+ * <state>/ranks/<job>-<attempt>-<rank>/ holding desired.json (what a later agent needs to
+ * know about it), shim.pid, rank.pid, progress (AXCTL_PROGRESS_FILE) and, once it has
+ * ended, status. Logs live apart, in <state>/logs/<job>/<attempt>/rank-<rank>.log, and
+ * stay after the rank's directory is removed. Because the directory is the truth, a new
+ * agent rebuilds the table from disk and carries on without restarting anything.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "progress.h"
+#include "shim.h"
+
+typedef struct RankKey {
+        int64_t job;
+        int64_t attempt;
+        int64_t rank;
+} RankKey;
+
+typedef enum AgentRankState {
+        AGENT_RANK_RUNNING,
+        AGENT_RANK_EXITED,
+        _AGENT_RANK_STATE_MAX,
+        _AGENT_RANK_STATE_INVALID = -1,
+} AgentRankState;
+
+typedef struct Rank {
+        RankKey key;
+        char *dir;
+        char *checkpoint_dir; /* NULL when the job has none */
+        int64_t hang_timeout_s;
+        int64_t started_wall_ms;
+        pid_t shim_pid;
+        pid_t rank_pid; /* also the process group of the rank; -1 when unknown */
+        int pidfd; /* readable when the watched process ends; -1 when not watching */
+        pid_t watched_pid; /* the shim, or the rank itself when its shim is gone */
+        AgentRankState state;
+        RankExit exit; /* valid when state is AGENT_RANK_EXITED */
+        ProgressTracker progress;
+        bool hung;
+        bool stopping; /* SIGTERM sent */
+        int64_t kill_deadline_ms; /* monotonic time for SIGKILL after SIGTERM; 0: none */
+        uint64_t exit_reported_in; /* sync request that first carried the exit; 0: none */
+} Rank;
+
+typedef struct RankTable RankTable;
+
+/* What to start. error != NULL records a launch failure (exit 127) with that message. */
+typedef struct RankLaunch {
+        RankKey key;
+        char *const *argv;
+        char *const *envp; /* sorted KEY=VALUE, written at the head of the log */
+        const char *workdir;
+        const char *user;
+        const char *checkpoint_dir;
+        int64_t hang_timeout_s;
+        const char *error;
+} RankLaunch;
+
+/* Creates <state_dir>/ranks and <state_dir>/logs. boot_id fences pids of earlier boots. */
+int rank_table_new(const char *state_dir, const char *boot_id, RankTable **ret);
+/* Frees the table; ranks keep running. Returns NULL. */
+RankTable *rank_table_free(RankTable *t);
+
+/*
+ * Re-adopts the ranks found on disk: running when the rank process lives and has no
+ * status, exited when its status is recorded. Returns the number adopted or -errno.
+ */
+int rank_table_adopt(RankTable *t);
+
+size_t rank_table_count(const RankTable *t);
+Rank *rank_table_at(const RankTable *t, size_t i);
+Rank *rank_table_find(const RankTable *t, RankKey key);
+
+/* Paths of one rank's files (malloc'd): its progress file and its log. */
+char *rank_table_progress_path(const RankTable *t, RankKey key);
+char *rank_table_log_path(const RankTable *t, RankKey key);
+/* The log path for a key given as the log server receives it. */
+char *rank_log_path(const char *state_dir, RankKey key);
+/* True when the rank of key has ended or is unknown to this node (for log following). */
+bool rank_finished_on_disk(const char *state_dir, RankKey key);
+
+/*
+ * Starts a rank (or records its launch failure) and adds it to the table. Returns 0
+ * with *ret (owned by the table), -EEXIST when the key is in the table already, or
+ * another -errno when not even the state directory could be written.
+ */
+int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret);
+
+/*
+ * Asks a running rank to stop: SIGTERM to its process group now, SIGKILL once grace_ms
+ * have passed (see rank_table_tick). Repeated calls do not restart the grace period.
+ */
+void rank_kill(Rank *r, int64_t now_ms, int64_t grace_ms);
+
+/* Sends the SIGKILLs that are due. */
+void rank_table_tick(RankTable *t, int64_t now_ms);
+
+/*
+ * Checks whether a running rank has ended (call when its pidfd is readable, or to poll).
+ * Returns true when it moved to AGENT_RANK_EXITED just now.
+ */
+bool rank_check_exit(Rank *r);
+
+/* Forgets an exited rank: removes its state directory (not its log) and frees it. */
+void rank_table_remove(RankTable *t, Rank *r);
+
+/* Earliest pending SIGKILL deadline, or INT64_MAX. */
+int64_t rank_table_next_deadline(const RankTable *t);

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rank environment assembly; see rankenv.h. The order of the layers is the precedence:
+ * the job's own variables first, then what the agent owns (the progress file), then
+ * device visibility, then the launch profile and the agent's environment, which both
+ * only fill keys still missing. Device visibility overrides the job's env on purpose: a
+ * rank must see exactly the devices it was given, or two ranks could share one.
+ */
+#include "rankenv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Variables a program needs to run at all, taken from the agent when the job has none. */
+static const char *const inherited_vars[] = {
+        "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME",
+        "SHELL", "LD_LIBRARY_PATH", NULL,
+};
+
+static bool env_key_valid(const char *key) {
+        return *key && !strchr(key, '=');
+}
+
+/* Copies the job's env, checking every value is a string; NULL with *ret_error else. */
+static json_t *env_copy_desired(json_t *desired, char **ret_error) {
+        json_t *env = json_object();
+        if (!desired)
+                return env;
+        if (!json_is_object(desired)) {
+                *ret_error = xstrdup("env is not an object");
+                json_decref(env);
+                return NULL;
+        }
+        const char *key;
+        json_t *value;
+        json_object_foreach(desired, key, value) {
+                if (!env_key_valid(key) || !json_is_string(value)) {
+                        *ret_error = xasprintf("env variable \"%s\" is not a valid string", key);
+                        json_decref(env);
+                        return NULL;
+                }
+                json_object_set(env, key, value);
+        }
+        return env;
+}
+
+/* Adds every backend's visibility variables for the devices of the rank. */
+static int env_add_devices(json_t *env, json_t *devices, const AgentInventory *inv,
+                           char **ret_error) {
+        if (!devices || json_array_size(devices) == 0)
+                return 0;
+        if (!json_is_array(devices)) {
+                *ret_error = xstrdup("devices is not an array");
+                return -EINVAL;
+        }
+        size_t n_req = json_array_size(devices);
+        _cleanup_free_ const AccelDevice **group = xcalloc(n_req, sizeof(*group));
+
+        for (size_t i = 0; i < n_req; i++) {
+                json_t *v = json_array_get(devices, i);
+                const AccelDevice *d =
+                        json_is_integer(v) ? agent_inventory_device(inv, json_integer_value(v))
+                                           : NULL;
+                if (!d) {
+                        _cleanup_free_ char *s = json_dumps(v, JSON_ENCODE_ANY);
+                        *ret_error = xasprintf("device %s is not in this node's inventory",
+                                               s ? s : "?");
+                        return -ENODEV;
+                }
+        }
+
+        /* One call per backend, with its devices in the order the controller gave. */
+        for (size_t b = 0; accel_backends[b]; b++) {
+                const AccelBackend *backend = accel_backends[b];
+                size_t n = 0;
+                for (size_t i = 0; i < n_req; i++) {
+                        const AccelDevice *d = agent_inventory_device(
+                                inv, json_integer_value(json_array_get(devices, i)));
+                        if (d->backend == backend)
+                                group[n++] = d;
+                }
+                if (n == 0)
+                        continue;
+                int r = backend->devices_env(group, n, env);
+                if (r < 0) {
+                        *ret_error = xasprintf("backend %s cannot set device visibility: %s",
+                                               backend->name, strerror(-r));
+                        return r;
+                }
+        }
+        return 0;
+}
+
+/* Orders "KEY=VALUE" strings by key: '=' sorts before every character of a key. */
+static int env_compare(const void *a, const void *b) {
+        const unsigned char *x = *(const unsigned char *const *) a;
+        const unsigned char *y = *(const unsigned char *const *) b;
+        for (;; x++, y++) {
+                int cx = *x == '=' ? 0 : *x, cy = *y == '=' ? 0 : *y;
+                if (cx != cy || cx == 0)
+                        return cx - cy;
+        }
+}
+
+int agent_env_build(const RankEnvRequest *req, const AgentInventory *inv, char ***ret_envp,
+                    char **ret_error) {
+        json_t *env = env_copy_desired(req->env, ret_error);
+        if (!env)
+                return -EINVAL;
+
+        json_object_set_new(env, "AXCTL_PROGRESS_FILE", json_string(req->progress_path));
+
+        int r = env_add_devices(env, req->devices, inv, ret_error);
+        if (r < 0)
+                goto fail;
+
+        if (req->profile_dir && req->accelerator && *req->accelerator) {
+                r = accel_profile_apply(req->profile_dir, req->accelerator, env);
+                if (r < 0) {
+                        *ret_error = xasprintf("launch profile %s/%s.env: %s", req->profile_dir,
+                                               req->accelerator, strerror(-r));
+                        goto fail;
+                }
+        }
+
+        for (size_t i = 0; inherited_vars[i]; i++) {
+                const char *v = getenv(inherited_vars[i]);
+                if (v && !json_object_get(env, inherited_vars[i]))
+                        json_object_set_new(env, inherited_vars[i], json_string(v));
+        }
+
+        size_t n = json_object_size(env), i = 0;
+        char **envp = xcalloc(n + 1, sizeof(char *));
+        const char *key;
+        json_t *value;
+        json_object_foreach(env, key, value) {
+                if (!json_is_string(value)) {
+                        *ret_error = xasprintf("env variable \"%s\" set by a backend or "
+                                               "profile is not a string",
+                                               key);
+                        agent_env_free(envp);
+                        r = -EINVAL;
+                        goto fail;
+                }
+                envp[i++] = xasprintf("%s=%s", key, json_string_value(value));
+        }
+        qsort(envp, i, sizeof(char *), env_compare);
+        json_decref(env);
+        *ret_envp = envp;
+        return 0;
+
+fail:
+        json_decref(env);
+        return r;
+}
+
+char **agent_env_free(char **envp) {
+        if (!envp)
+                return NULL;
+        for (char **p = envp; *p; p++)
+                free(*p);
+        free(envp);
+        return NULL;
+}

@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rank supervisor; see shim.h. Everything that can fail in interesting ways (looking up
+ * the user, formatting paths) happens before fork, so the forked processes only do
+ * system calls and, in the shim, small allocations that glibc's fork makes safe. The
+ * shim never execs itself: it is a copy of the agent that runs a few dozen lines.
+ */
+#include "shim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util.h"
+
+extern char **environ;
+
+/* The user a rank runs as, resolved in the agent before forking. */
+typedef struct ShimUser {
+        bool do_switch;
+        uid_t uid;
+        gid_t gid;
+        gid_t groups[64];
+        int n_groups;
+        bool unknown; /* asked for a user this node does not have */
+} ShimUser;
+
+/* The pair the shim reports back to the agent through a pipe. */
+typedef struct ShimPids {
+        pid_t shim;
+        pid_t rank;
+} ShimPids;
+
+static void shim_user_resolve(const char *user, ShimUser *ret) {
+        *ret = (ShimUser){ 0 };
+        /* Only root can switch; an unprivileged agent runs ranks as itself. */
+        if (!user || !*user || geteuid() != 0)
+                return;
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+        if (getpwnam_r(user, &pw, buf, sizeof(buf), &res) != 0 || !res) {
+                ret->unknown = true;
+                return;
+        }
+        ret->do_switch = true;
+        ret->uid = pw.pw_uid;
+        ret->gid = pw.pw_gid;
+        ret->n_groups = (int) ELEMENTSOF(ret->groups);
+        if (getgrouplist(user, pw.pw_gid, ret->groups, &ret->n_groups) < 0) {
+                ret->groups[0] = pw.pw_gid;
+                ret->n_groups = 1;
+        }
+}
+
+static void shim_signals_reset(void) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        for (int sig = 1; sig < NSIG; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        signal(sig, SIG_DFL);
+}
+
+/* Runs in the rank's process: never returns. stdout/stderr already go to the log. */
+_Noreturn static void shim_exec_rank(const ShimLaunch *l, const ShimUser *u) {
+        setpgid(0, 0);
+        shim_signals_reset();
+        close(3); /* the pipe to the agent */
+
+        if (u->unknown)
+                dprintf(STDERR_FILENO,
+                        "axagent: user %s does not exist on this node, running as uid %d\n",
+                        l->user, (int) getuid());
+        if (l->workdir && *l->workdir && chdir(l->workdir) < 0) {
+                dprintf(STDERR_FILENO, "axagent: cannot change to working directory %s: %s\n",
+                        l->workdir, strerror(errno));
+                _exit(SHIM_EXIT_LAUNCH_FAILED);
+        }
+        if (u->do_switch && (setgroups((size_t) u->n_groups, u->groups) < 0 ||
+                             setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
+                dprintf(STDERR_FILENO, "axagent: cannot switch to user %s: %s\n", l->user,
+                        strerror(errno));
+                _exit(SHIM_EXIT_LAUNCH_FAILED);
+        }
+        /* execvp searches the PATH of environ, which must be the rank's own. */
+        environ = (char **) l->envp;
+        execvp(l->argv[0], l->argv);
+        dprintf(STDERR_FILENO, "axagent: cannot execute %s: %s\n", l->argv[0], strerror(errno));
+        _exit(SHIM_EXIT_LAUNCH_FAILED);
+}
+
+static int shim_write_pid(const char *dir, const char *name, pid_t pid) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
+        char buf[32];
+        int len = snprintf(buf, sizeof(buf), "%d\n", (int) pid);
+        return util_write_file_atomic(path, buf, (size_t) len);
+}
+
+/* The shim itself, in its own session: never returns. fd 3 is the pipe to the agent. */
+_Noreturn static void shim_run(const ShimLaunch *l, const ShimUser *u) {
+        ShimPids pids = { .shim = getpid(), .rank = -1 };
+
+        /* Stray terminal or group signals must not cost us the rank's exit status. */
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGPIPE, SIG_IGN);
+
+        if (u->do_switch && l->progress_path)
+                (void) chown(l->progress_path, u->uid, u->gid);
+        if (u->do_switch)
+                (void) fchown(STDOUT_FILENO, u->uid, u->gid);
+
+        (void) shim_write_pid(l->rank_dir, "shim.pid", pids.shim);
+        pid_t rank = fork();
+        if (rank == 0)
+                shim_exec_rank(l, u);
+        if (rank < 0) {
+                dprintf(STDERR_FILENO, "axagent: cannot fork rank: %s\n", strerror(errno));
+                (void) agent_shim_write_status(
+                        l->rank_dir,
+                        (RankExit){ .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED });
+                (void) !write(3, &pids, sizeof(pids));
+                _exit(0);
+        }
+        /* Also set here, so the agent may signal the group as soon as it has the pid. */
+        setpgid(rank, rank);
+        pids.rank = rank;
+        (void) shim_write_pid(l->rank_dir, "rank.pid", rank);
+        (void) !write(3, &pids, sizeof(pids));
+        close(3);
+
+        int st;
+        while (waitpid(rank, &st, 0) < 0)
+                if (errno != EINTR) {
+                        st = SHIM_EXIT_LAUNCH_FAILED << 8;
+                        break;
+                }
+        /* Children the rank left behind in its group would still hold devices. */
+        kill(-rank, SIGKILL);
+
+        RankExit ex = WIFSIGNALED(st) ? (RankExit){ .signaled = true, .code = WTERMSIG(st) }
+                                      : (RankExit){ .signaled = false, .code = WEXITSTATUS(st) };
+        (void) agent_shim_write_status(l->rank_dir, ex);
+        _exit(0);
+}
+
+/* Sets up the shim's descriptors: 0 /dev/null, 1 and 2 the log, 3 the pipe, no others. */
+static int shim_fds_setup(const char *log_path, int pipe_w) {
+        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (log_fd < 0)
+                return -errno;
+        int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null_fd < 0)
+                return -errno;
+        if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0 ||
+            dup2(log_fd, STDERR_FILENO) < 0)
+                return -errno;
+        if (pipe_w != 3 && dup2(pipe_w, 3) < 0)
+                return -errno;
+        /* The rank must not hold the pipe, or the agent would wait for its exit. */
+        fcntl(3, F_SETFD, FD_CLOEXEC);
+        /* Listening sockets and connections of the agent must not leak into ranks. */
+        close_range(4, ~0U, 0);
+        return 0;
+}
+
+int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_pid) {
+        ShimUser user;
+        shim_user_resolve(l->user, &user);
+
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+
+        pid_t mid = fork();
+        if (mid < 0) {
+                int r = -errno;
+                close(p[0]);
+                close(p[1]);
+                return r;
+        }
+        if (mid == 0) {
+                /* The intermediate child: its only job is to orphan the shim. */
+                close(p[0]);
+                pid_t shim = fork();
+                if (shim != 0)
+                        _exit(shim < 0 ? 1 : 0);
+                setsid();
+                shim_signals_reset();
+                if (shim_fds_setup(l->log_path, p[1]) < 0)
+                        _exit(1);
+                shim_run(l, &user);
+        }
+
+        close(p[1]);
+        int st;
+        while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
+                ;
+        ShimPids pids;
+        ssize_t n;
+        do
+                n = read(p[0], &pids, sizeof(pids));
+        while (n < 0 && errno == EINTR);
+        close(p[0]);
+        if (n != (ssize_t) sizeof(pids))
+                return -ECHILD;
+
+        *ret_shim_pid = pids.shim;
+        *ret_rank_pid = pids.rank;
+        return 0;
+}
+
+int agent_shim_write_status(const char *rank_dir, RankExit status) {
+        _cleanup_free_ char *path = xasprintf("%s/status", rank_dir);
+        char buf[32];
+        int len = snprintf(buf, sizeof(buf), "%s %d\n", status.signaled ? "signal" : "exit",
+                           status.code);
+        return util_write_file_atomic(path, buf, (size_t) len);
+}
+
+int agent_shim_read_status(const char *rank_dir, RankExit *ret) {
+        _cleanup_free_ char *path = xasprintf("%s/status", rank_dir);
+        _cleanup_free_ char *data = NULL;
+        int r = util_read_file(path, &data, NULL);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        char word[16];
+        int code;
+        if (sscanf(data, "%15s %d", word, &code) != 2)
+                return -EINVAL;
+        if (strcmp(word, "exit") == 0)
+                *ret = (RankExit){ .signaled = false, .code = code };
+        else if (strcmp(word, "signal") == 0)
+                *ret = (RankExit){ .signaled = true, .code = code };
+        else
+                return -EINVAL;
+        return 1;
+}
+
+int agent_shim_read_pid(const char *path, pid_t *ret_pid) {
+        _cleanup_free_ char *data = NULL;
+        int r = util_read_file(path, &data, NULL);
+        if (r < 0)
+                return r;
+        char *end;
+        long v = strtol(data, &end, 10);
+        if (end == data || v <= 0 || v > INT32_MAX)
+                return -EINVAL;
+        *ret_pid = (pid_t) v;
+        return 0;
+}

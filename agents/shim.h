@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rank supervisor ("shim"). A rank must outlive the agent that started it, so the
+ * agent does not parent it: it double-forks a shim that starts its own session, forks
+ * the rank into its own process group, records both pids, waits for the rank and writes
+ * its exit status atomically into the rank's state directory before exiting. Any later
+ * agent reads that file; the agent that started the rank watches the shim with a pidfd
+ * to learn of the exit at once.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* How a rank ended: an exit code, or the signal that killed it. */
+typedef struct RankExit {
+        bool signaled;
+        int code; /* exit code, or signal number when signaled */
+} RankExit;
+
+typedef struct ShimLaunch {
+        const char *rank_dir; /* receives shim.pid, rank.pid and status */
+        const char *log_path; /* stdout and stderr of the rank, opened for append */
+        const char *workdir; /* NULL or "": the agent's working directory */
+        char *const *argv; /* argv[0] is looked up in the rank's PATH */
+        char *const *envp; /* the complete environment of the rank */
+        const char *user; /* NULL or "": the agent's user; else switch to it when root */
+        const char *progress_path; /* handed to the user the rank runs as; may be NULL */
+} ShimLaunch;
+
+/* Exit code of a rank that could not be started (bad workdir, exec failure). */
+#define SHIM_EXIT_LAUNCH_FAILED 127
+
+/*
+ * Starts l->argv under a new shim. Returns 0 with the shim's and the rank's pids (the
+ * rank pid is also its process group; it is -1 when the shim could not fork it and
+ * records a launch failure instead), or -errno when no shim could be started.
+ */
+int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_pid);
+
+/* Writes <rank_dir>/status atomically; 0 or -errno. */
+int agent_shim_write_status(const char *rank_dir, RankExit status);
+/* Reads <rank_dir>/status: 1 with *ret, 0 when absent (rank not finished), -errno. */
+int agent_shim_read_status(const char *rank_dir, RankExit *ret);
+
+/* Reads a pid file written by the shim: 0 with *ret_pid, or -errno. */
+int agent_shim_read_pid(const char *path, pid_t *ret_pid);

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rank supervision through the real shim: a `sleep` started by one table is found
+ * running by a second table built from disk (an agent restart), is killed by it, and its
+ * exit is then read back by a third. Also exit codes, launch failures and the log.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rank.h"
+#include "test-util.h"
+
+static const char boot_id[] = "test-boot";
+
+/* Waits up to 10 s for r to end. */
+static void wait_exit(Rank *r) {
+        for (int i = 0; i < 100; i++) {
+                if (r->pidfd >= 0) {
+                        struct pollfd p = { .fd = r->pidfd, .events = POLLIN };
+                        poll(&p, 1, 100);
+                } else {
+                        usleep(100 * 1000);
+                }
+                if (rank_check_exit(r))
+                        return;
+        }
+        fprintf(stderr, "rank %ld-%ld-%ld pid %d shim %d state %d\n", (long) r->key.job,
+                (long) r->key.attempt, (long) r->key.rank, (int) r->rank_pid, (int) r->shim_pid,
+                r->state);
+        system("ps -eo pid,ppid,pgid,stat,cmd | tail -20");
+        CHECK(!"rank did not exit in time");
+}
+
+static char *read_all(const char *path) {
+        char *data = NULL;
+        CHECK(util_read_file(path, &data, NULL) == 0);
+        return data;
+}
+
+static void test_adopt_and_kill(const char *state) {
+        char *argv[] = { "sleep", "30", NULL };
+        char *envp[] = { "AXCTL_RANK=0", "PATH=/usr/bin:/bin", NULL };
+        RankKey key = { 7, 1, 0 };
+        RankTable *t;
+        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        RankLaunch l = { .key = key, .argv = argv, .envp = envp, .checkpoint_dir = "/ckpt/x",
+                         .hang_timeout_s = 60 };
+        Rank *r;
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        CHECK(r->state == AGENT_RANK_RUNNING);
+        CHECK(r->rank_pid > 0 && r->shim_pid > 0 && r->pidfd >= 0);
+        CHECK(kill(r->rank_pid, 0) == 0);
+        /* The shim is not our child: it must survive us. */
+        CHECK(getpgid(r->rank_pid) == r->rank_pid);
+        CHECK(getsid(r->shim_pid) == r->shim_pid);
+        CHECK(rank_table_start(t, &l, &r) == -EEXIST);
+        pid_t pid = r->rank_pid;
+
+        _cleanup_free_ char *log_path = rank_table_log_path(t, key);
+        _cleanup_free_ char *log = read_all(log_path);
+        CHECK(strstr(log, "--- axctl environment ---\nAXCTL_RANK=0\nPATH=/usr/bin:/bin\n"
+                          "--- end environment ---\n") == log);
+        _cleanup_free_ char *progress = rank_table_progress_path(t, key);
+        struct stat st;
+        CHECK(stat(progress, &st) == 0 && st.st_size == 0);
+        test_write(progress, "12\n");
+        t = rank_table_free(t);
+
+        /* "Agent restart": the rank is still there and is adopted, not restarted. */
+        CHECK(kill(pid, 0) == 0);
+        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        CHECK(rank_table_adopt(t) == 1);
+        r = rank_table_find(t, key);
+        CHECK(r && r->state == AGENT_RANK_RUNNING && r->rank_pid == pid);
+        CHECK(r->pidfd >= 0);
+        CHECK(r->hang_timeout_s == 60 && strcmp(r->checkpoint_dir, "/ckpt/x") == 0);
+        CHECK(r->progress.has_step && r->progress.step == 12);
+        CHECK(!rank_check_exit(r));
+
+        rank_kill(r, util_now_ms(), 3000);
+        wait_exit(r);
+        CHECK(r->state == AGENT_RANK_EXITED && r->exit.signaled && r->exit.code == SIGTERM);
+        CHECK(kill(pid, 0) < 0);
+        t = rank_table_free(t);
+
+        /* A third agent reads the recorded status. */
+        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        CHECK(rank_table_adopt(t) == 1);
+        r = rank_table_find(t, key);
+        CHECK(r && r->state == AGENT_RANK_EXITED && r->exit.signaled &&
+              r->exit.code == SIGTERM);
+        rank_table_remove(t, r);
+        CHECK(rank_table_count(t) == 0);
+        _cleanup_free_ char *dir = xasprintf("%s/ranks/7-1-0", state);
+        CHECK(stat(dir, &st) < 0 && errno == ENOENT);
+        /* Logs outlive the state directory. */
+        CHECK(stat(log_path, &st) == 0);
+        rank_table_free(t);
+}
+
+static void test_kill_escalates(const char *state) {
+        /* A rank that ignores SIGTERM is killed when the grace period ends. */
+        char *argv[] = { "sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done",
+                         NULL };
+        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        RankTable *t;
+        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        RankLaunch l = { .key = { 8, 2, 1 }, .argv = argv, .envp = envp };
+        Rank *r;
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        _cleanup_free_ char *log_path = rank_table_log_path(t, l.key);
+        for (int i = 0; i < 100; i++) {
+                _cleanup_free_ char *log = read_all(log_path);
+                if (strstr(log, "ready\n"))
+                        break;
+                usleep(50 * 1000);
+        }
+        int64_t now = util_now_ms();
+        rank_kill(r, now, 200);
+        CHECK(rank_table_next_deadline(t) == now + 200);
+        usleep(400 * 1000);
+        CHECK(!rank_check_exit(r));
+        rank_table_tick(t, util_now_ms());
+        wait_exit(r);
+        CHECK(r->exit.signaled && r->exit.code == SIGKILL);
+        rank_table_free(t);
+}
+
+static void test_exits(const char *state) {
+        RankTable *t;
+        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        char *envp[] = { "PATH=/usr/bin:/bin", "GREETING=hello from the env", NULL };
+        Rank *r;
+
+        char *code3[] = { "sh", "-c", "echo \"$GREETING\"; pwd; echo oops >&2; exit 3", NULL };
+        RankLaunch l = { .key = { 9, 1, 0 }, .argv = code3, .envp = envp, .workdir = "/" };
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        wait_exit(r);
+        CHECK(!r->exit.signaled && r->exit.code == 3);
+        _cleanup_free_ char *p1 = rank_table_log_path(t, l.key);
+        _cleanup_free_ char *log1 = read_all(p1);
+        CHECK(strstr(log1, "--- end environment ---\nhello from the env\n/\noops\n"));
+
+        l = (RankLaunch){ .key = { 9, 1, 1 }, .argv = code3, .envp = envp,
+                          .workdir = "/nonexistent/dir" };
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        wait_exit(r);
+        CHECK(!r->exit.signaled && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);
+        _cleanup_free_ char *p2 = rank_table_log_path(t, l.key);
+        _cleanup_free_ char *log2 = read_all(p2);
+        CHECK(strstr(log2, "cannot change to working directory /nonexistent/dir"));
+
+        char *missing[] = { "no-such-program-axagent", NULL };
+        l = (RankLaunch){ .key = { 9, 1, 2 }, .argv = missing, .envp = envp };
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        wait_exit(r);
+        CHECK(!r->exit.signaled && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);
+        _cleanup_free_ char *p3 = rank_table_log_path(t, l.key);
+        _cleanup_free_ char *log3 = read_all(p3);
+        CHECK(strstr(log3, "cannot execute no-such-program-axagent"));
+
+        /* A launch error never forks anything and is recorded at once. */
+        l = (RankLaunch){ .key = { 9, 1, 3 }, .argv = code3, .envp = envp,
+                          .error = "device 9 is not in this node's inventory" };
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        CHECK(r->state == AGENT_RANK_EXITED && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);
+        _cleanup_free_ char *p4 = rank_table_log_path(t, l.key);
+        _cleanup_free_ char *log4 = read_all(p4);
+        CHECK(strstr(log4, "cannot start rank: device 9 is not in this node's inventory"));
+
+        /* The rank gets exactly the environment it was given. */
+        char *printenv[] = { "/usr/bin/env", NULL };
+        l = (RankLaunch){ .key = { 9, 1, 4 }, .argv = printenv, .envp = envp };
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        wait_exit(r);
+        CHECK(!r->exit.signaled && r->exit.code == 0);
+        _cleanup_free_ char *p5 = rank_table_log_path(t, l.key);
+        _cleanup_free_ char *log5 = read_all(p5);
+        const char *out = strstr(log5, "--- end environment ---\n");
+        CHECK(out);
+        out += strlen("--- end environment ---\n");
+        CHECK(strcmp(out, "PATH=/usr/bin:/bin\nGREETING=hello from the env\n") == 0);
+        rank_table_free(t);
+}
+
+static void test_other_boot(const char *state) {
+        /* Pids recorded before a reboot are not trusted. */
+        char *argv[] = { "sleep", "30", NULL };
+        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        RankTable *t;
+        CHECK(rank_table_new(state, "old-boot", &t) == 0);
+        RankLaunch l = { .key = { 10, 1, 0 }, .argv = argv, .envp = envp };
+        Rank *r;
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        pid_t pid = r->rank_pid;
+        rank_table_free(t);
+
+        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        CHECK(rank_table_adopt(t) >= 1);
+        r = rank_table_find(t, l.key);
+        CHECK(r && r->state == AGENT_RANK_EXITED && r->exit.signaled);
+        rank_table_free(t);
+        kill(-pid, SIGKILL);
+}
+
+int main(void) {
+        _cleanup_free_ char *state = test_tmpdir();
+        test_adopt_and_kill(state);
+        test_kill_escalates(state);
+        test_exits(state);
+        test_other_boot(state);
+        util_rm_rf(state);
+        return 0;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tiny helpers shared by the agent's unit tests: a CHECK that reports the failing
+ * expression and exits 1, and scratch directories under $TMPDIR.
+ */
+#pragma once
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "util.h"
+
+#define CHECK(expr)                                                                          \
+        do {                                                                                 \
+                if (!(expr)) {                                                               \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,     \
+                                #expr);                                                      \
+                        exit(1);                                                             \
+                }                                                                            \
+        } while (0)
+
+/* meson's code for a skipped test. */
+#define TEST_SKIP 77
+
+/* A fresh scratch directory (malloc'd path). */
+static inline char *test_tmpdir(void) {
+        const char *base = getenv("TMPDIR");
+        char *path = xasprintf("%s/axagent-test-XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(path)) {
+                perror("mkdtemp");
+                exit(1);
+        }
+        return path;
+}
+
+/* Writes a small file, creating it; exits on failure. */
+static inline void test_write(const char *path, const char *text) {
+        FILE *f = fopen(path, "we");
+        if (!f) {
+                perror(path);
+                exit(1);
+        }
+        fputs(text, f);
+        fclose(f);
+}

@@ -1,0 +1,606 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * HTTP front of the controller: request bodies, routing, error answers and the two
+ * kinds of delayed answers (after commit, and long-poll). Runs entirely on the
+ * controller's loop thread; libmicrohttpd is used without internal threads.
+ */
+#include "api.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+#include "views.h"
+
+#define API_MAX_BODY (1024 * 1024)
+#define API_MAX_WAIT_MS 30000
+
+typedef struct Request Request;
+
+struct Request {
+        char *body;
+        size_t len;
+        bool too_large;
+        struct MHD_Connection *connection;
+        /* A prepared answer, queued when the connection is resumed. */
+        unsigned status;
+        char *answer;
+        const char *location; /* for redirects */
+        char *location_buf;
+        /* Long-poll of an agent sync. */
+        char *wait_node;
+        uint64_t wait_version;
+        int64_t wait_deadline;
+        bool suspended;
+        Request *next_waiting;
+};
+
+struct Api {
+        Controller *ctl;
+        struct MHD_Daemon *mhd;
+        Request *waiting; /* suspended: for commit or for a node change */
+};
+
+static void request_set_answer(Request *req, unsigned status, json_t *body) {
+        free(req->answer);
+        req->status = status;
+        req->answer = json_dumps(body, JSON_COMPACT);
+        json_decref(body);
+}
+
+static void request_set_error(Request *req, unsigned status, const char *code, const char *field,
+                              const char *message) {
+        json_t *e = json_pack("{s:s,s:s}", "code", code, "message", message);
+        if (field && *field)
+                json_object_set_new(e, "field", json_string(field));
+        request_set_answer(req, status, json_pack("{s:o}", "error", e));
+}
+
+static void request_set_ctl_error(Request *req, const CtlError *err) {
+        request_set_error(req, (unsigned) err->status, err->code, err->field, err->message);
+}
+
+static enum MHD_Result queue_answer(struct MHD_Connection *con, Request *req) {
+        char *text = req->answer ? req->answer : xstrdup("{}");
+        req->answer = NULL;
+        size_t len = strlen(text);
+        /* Newline-terminated, like most JSON APIs, so curl output is readable. */
+        text = xrealloc(text, len + 2);
+        text[len] = '\n';
+        text[len + 1] = '\0';
+        struct MHD_Response *resp =
+                MHD_create_response_from_buffer(len + 1, text, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(text);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", "application/json");
+        if (req->location)
+                MHD_add_response_header(resp, "Location", req->location);
+        enum MHD_Result r = MHD_queue_response(con, req->status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
+static const char *query(struct MHD_Connection *con, const char *key) {
+        return MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* Parses a non-negative decimal query value; def when absent, -1 when malformed. */
+static int64_t query_int(struct MHD_Connection *con, const char *key, int64_t def) {
+        const char *s = query(con, key);
+        if (!s)
+                return def;
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (errno || end == s || *end || v < 0)
+                return -1;
+        return v;
+}
+
+static json_t *parse_body(Request *req) {
+        if (!req->body || req->len == 0) {
+                request_set_error(req, 400, "bad_json", NULL, "the request needs a JSON body");
+                return NULL;
+        }
+        json_error_t jerr;
+        json_t *j = json_loadb(req->body, req->len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!j) {
+                char msg[300];
+                snprintf(msg, sizeof(msg), "malformed JSON at line %d column %d: %s", jerr.line,
+                         jerr.column, jerr.text);
+                request_set_error(req, 400, "bad_json", NULL, msg);
+                return NULL;
+        }
+        /* jansson limits nesting to 2048; a JSON object is all we ever take. */
+        if (!json_is_object(j)) {
+                json_decref(j);
+                request_set_error(req, 400, "bad_json", NULL, "the body must be a JSON object");
+                return NULL;
+        }
+        return j;
+}
+
+/* Parses a positive job id from a path segment; -1 if it is not one. */
+static int64_t parse_id(const char *s, size_t len) {
+        if (len == 0 || len > 18)
+                return -1;
+        int64_t v = 0;
+        for (size_t i = 0; i < len; i++) {
+                if (s[i] < '0' || s[i] > '9')
+                        return -1;
+                v = v * 10 + (s[i] - '0');
+        }
+        return v > 0 ? v : -1;
+}
+
+typedef struct ListCtx {
+        json_t *jobs;
+        Controller *ctl;
+        int limit;
+        int64_t last_id;
+        bool more;
+} ListCtx;
+
+static bool list_one(void *userdata, Job *job) {
+        ListCtx *c = userdata;
+        if ((int) json_array_size(c->jobs) == c->limit) {
+                c->more = true;
+                return false;
+        }
+        json_array_append_new(c->jobs, view_job(c->ctl, job, false));
+        c->last_id = job->id;
+        return true;
+}
+
+static void handle_jobs_list(Api *api, Request *req, struct MHD_Connection *con) {
+        const char *state_s = query(con, "state");
+        JobState state = _JOB_STATE_INVALID;
+        if (state_s && (state = job_state_from_string(state_s)) == _JOB_STATE_INVALID) {
+                request_set_error(req, 400, "bad_request", "state", "unknown job state");
+                return;
+        }
+        int64_t limit = query_int(con, "limit", 100), after = query_int(con, "after", 0);
+        if (limit < 1 || limit > 1000) {
+                request_set_error(req, 400, "bad_request", "limit",
+                                  "limit must be between 1 and 1000");
+                return;
+        }
+        if (after < 0) {
+                request_set_error(req, 400, "bad_request", "after", "after must be a job id");
+                return;
+        }
+        ListCtx c = {.jobs = json_array(), .ctl = api->ctl, .limit = (int) limit};
+        ctl_jobs_foreach(api->ctl, after, state, query(con, "project"), list_one, &c);
+        request_set_answer(req, 200,
+                           json_pack("{s:o,s:o}", "jobs", c.jobs, "next_after",
+                                     c.more ? json_integer(c.last_id) : json_null()));
+}
+
+typedef struct EventCtx {
+        json_t *events;
+} EventCtx;
+
+static int event_one(void *userdata, const StoreEvent *e) {
+        EventCtx *c = userdata;
+        json_array_append_new(c->events, view_event(e));
+        return 0;
+}
+
+static void handle_events(Api *api, Request *req, struct MHD_Connection *con, int64_t job) {
+        int64_t after = query_int(con, "after", 0), limit = query_int(con, "limit", 1000);
+        if (after < 0 || limit < 1 || limit > 10000) {
+                request_set_error(req, 400, "bad_request", after < 0 ? "after" : "limit",
+                                  "after must be a sequence number, limit 1 to 10000");
+                return;
+        }
+        EventCtx c = {.events = json_array()};
+        if (ctl_events_list(api->ctl, job, after, (int) limit, event_one, &c) < 0) {
+                json_decref(c.events);
+                request_set_error(req, 500, "internal", NULL, "cannot read events");
+                return;
+        }
+        request_set_answer(req, 200, json_pack("{s:o}", "events", c.events));
+}
+
+static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job *job) {
+        int64_t rank = query_int(con, "rank", 0), attempt = query_int(con, "attempt", job->attempt);
+        if (rank < 0 || rank >= job->spec->ranks) {
+                request_set_error(req, 400, "bad_request", "rank", "no such rank in this job");
+                return;
+        }
+        if (attempt != job->attempt || job->n_ranks == 0) {
+                request_set_error(req, 404, "not_found", "attempt",
+                                  job->n_ranks == 0 ? "the job has not started yet"
+                                                    : "logs are kept for the current attempt only");
+                return;
+        }
+        Rank *r = &job->ranks[rank];
+        Node *node = ctl_node_find(api->ctl, r->node_name);
+        if (!node || !node->address) {
+                request_set_error(req, 404, "not_found", NULL, "the rank's node has no address");
+                return;
+        }
+        const char *follow = query(con, "follow");
+        req->location_buf = xasprintf("http://%s/v1/logs/%lld/%d/%d%s", node->address,
+                                      (long long) job->id, r->attempt, r->rank,
+                                      follow && strcmp(follow, "0") != 0 ? "?follow=1" : "");
+        req->location = req->location_buf;
+        request_set_answer(req, 307, json_pack("{s:s}", "location", req->location_buf));
+}
+
+/* GET/POST under /v1/jobs/{id}[/...]. */
+static void route_job(Api *api, Request *req, struct MHD_Connection *con, const char *method,
+                      const char *rest) {
+        const char *slash = strchr(rest, '/');
+        size_t id_len = slash ? (size_t) (slash - rest) : strlen(rest);
+        int64_t id = parse_id(rest, id_len);
+        const char *sub = slash ? slash + 1 : "";
+        if (id < 0) {
+                request_set_error(req, 404, "not_found", NULL, "no such job (ids are numbers)");
+                return;
+        }
+        Job *job = ctl_job_find(api->ctl, id);
+        bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+        const char *want = strcmp(sub, "cancel") == 0 ? "POST" : "GET";
+        if (strcmp(sub, "") != 0 && strcmp(sub, "cancel") != 0 && strcmp(sub, "events") != 0 &&
+            strcmp(sub, "logs") != 0) {
+                request_set_error(req, 404, "not_found", NULL, "no such route");
+                return;
+        }
+        if (strcmp(method, want) != 0) {
+                request_set_error(req, 405, "method_not_allowed", NULL,
+                                  strcmp(want, "POST") == 0 ? "use POST" : "use GET");
+                return;
+        }
+        if (!job) {
+                char msg[64];
+                snprintf(msg, sizeof(msg), "job %lld does not exist", (long long) id);
+                request_set_error(req, 404, "not_found", NULL, msg);
+                return;
+        }
+        CtlError err = {0};
+        if (get && *sub == '\0')
+                request_set_answer(req, 200, view_job(api->ctl, job, true));
+        else if (post && strcmp(sub, "cancel") == 0) {
+                if (ctl_job_cancel(api->ctl, id, &job, &err) < 0)
+                        request_set_ctl_error(req, &err);
+                else
+                        request_set_answer(req, 200, view_job(api->ctl, job, true));
+        } else if (get && strcmp(sub, "events") == 0)
+                handle_events(api, req, con, id);
+        else
+                handle_logs(api, req, con, job);
+}
+
+static void route_node(Api *api, Request *req, const char *method, const char *rest) {
+        const char *slash = strchr(rest, '/');
+        if (!slash || strcmp(method, "POST") != 0) {
+                request_set_error(req, slash ? 405 : 404, slash ? "method_not_allowed" : "not_found",
+                                  NULL, slash ? "use POST" : "no such route");
+                return;
+        }
+        _cleanup_free_ char *name = strndup(rest, (size_t) (slash - rest));
+        const char *verb = slash + 1;
+        Node *node = NULL;
+        CtlError err = {0};
+        int r;
+        if (strcmp(verb, "drain") == 0) {
+                bool now = false;
+                if (req->len > 0) {
+                        json_t *j = parse_body(req);
+                        if (!j)
+                                return;
+                        json_t *v = json_object_get(j, "now");
+                        if ((v && !json_is_boolean(v)) || json_object_size(j) > (v ? 1u : 0u)) {
+                                json_decref(j);
+                                request_set_error(req, 400, "bad_request", "now",
+                                                  "the body may only hold \"now\": true/false");
+                                return;
+                        }
+                        now = json_is_true(v);
+                        json_decref(j);
+                }
+                r = ctl_node_drain(api->ctl, name, now, &node, &err);
+        } else if (strcmp(verb, "undrain") == 0)
+                r = ctl_node_undrain(api->ctl, name, &node, &err);
+        else {
+                request_set_error(req, 404, "not_found", NULL, "no such route");
+                return;
+        }
+        if (r < 0)
+                request_set_ctl_error(req, &err);
+        else
+                request_set_answer(req, 200, view_node(api->ctl, node));
+}
+
+static void handle_submit(Api *api, Request *req, struct MHD_Connection *con) {
+        json_t *spec = parse_body(req);
+        if (!spec)
+                return;
+        const char *key = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Idempotency-Key");
+        if (key && (strlen(key) == 0 || strlen(key) > 256)) {
+                json_decref(spec);
+                request_set_error(req, 400, "bad_request", "Idempotency-Key",
+                                  "the Idempotency-Key header must be 1 to 256 bytes");
+                return;
+        }
+        Job *job = NULL;
+        bool created = false;
+        CtlError err = {0};
+        int r = ctl_job_submit(api->ctl, spec, key, &job, &created, &err);
+        json_decref(spec);
+        if (r < 0)
+                request_set_ctl_error(req, &err);
+        else
+                request_set_answer(req, created ? 201 : 200, view_job(api->ctl, job, true));
+}
+
+static void handle_register(Api *api, Request *req) {
+        json_t *j = parse_body(req);
+        if (!j)
+                return;
+        WireRegister msg;
+        JsonError jerr = {0};
+        Node *node = NULL;
+        CtlError err = {0};
+        if (wire_register_parse(j, &msg, &jerr) < 0)
+                request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
+        else if (ctl_node_register(api->ctl, &msg, &node, &err) < 0)
+                request_set_ctl_error(req, &err);
+        else
+                request_set_answer(req, 200,
+                                   json_pack("{s:s,s:I,s:I}", "node", node->name, "lease_ms",
+                                             (json_int_t) ctl_config(api->ctl)->lease_ms,
+                                             "sync_period_ms",
+                                             (json_int_t) ctl_config(api->ctl)->sync_period_ms));
+        json_decref(j);
+}
+
+/* Returns true when the request should wait for a change of its node's state. */
+static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
+        int64_t wait_ms = query_int(con, "wait_ms", 0), version = query_int(con, "version", 0);
+        if (wait_ms < 0 || version < 0) {
+                request_set_error(req, 400, "bad_request", wait_ms < 0 ? "wait_ms" : "version",
+                                  "must be a non-negative integer");
+                return false;
+        }
+        json_t *j = parse_body(req);
+        if (!j)
+                return false;
+        WireSync msg;
+        JsonError jerr = {0};
+        Node *node = NULL;
+        CtlError err = {0};
+        bool wait = false;
+        if (wire_sync_parse(j, &msg, &jerr) < 0)
+                request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
+        else {
+                if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0)
+                        request_set_ctl_error(req, &err);
+                else if (wait_ms > 0 && node->version == (uint64_t) version) {
+                        wait = true;
+                        req->wait_node = xstrdup(node->name);
+                        req->wait_version = (uint64_t) version;
+                        req->wait_deadline =
+                                util_now_ms() + (wait_ms < API_MAX_WAIT_MS ? wait_ms : API_MAX_WAIT_MS);
+                } else
+                        request_set_answer(req, 200, view_desired(api->ctl, node));
+                wire_sync_clear(&msg);
+        }
+        json_decref(j);
+        return wait;
+}
+
+static void handle_nodes(Api *api, Request *req) {
+        int n;
+        Node **nodes = ctl_nodes(api->ctl, &n);
+        json_t *a = json_array();
+        for (int i = 0; i < n; i++)
+                json_array_append_new(a, view_node(api->ctl, nodes[i]));
+        request_set_answer(req, 200, json_pack("{s:o}", "nodes", a));
+}
+
+static void handle_healthz(Api *api, Request *req) {
+        int jobs, nodes;
+        ctl_counts(api->ctl, &jobs, &nodes);
+        request_set_answer(req, 200, json_pack("{s:s,s:i,s:i}", "status", "ok", "active_jobs",
+                                               jobs, "ready_nodes", nodes));
+}
+
+/* Routes one complete request; returns true when the answer must wait for a node change. */
+static bool route(Api *api, Request *req, struct MHD_Connection *con, const char *method,
+                  const char *url) {
+        bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+        if (req->too_large) {
+                request_set_error(req, 413, "too_large", NULL, "the request body is over 1 MiB");
+                return false;
+        }
+        if (strcmp(url, "/healthz") == 0) {
+                if (get)
+                        handle_healthz(api, req);
+                else
+                        request_set_error(req, 405, "method_not_allowed", NULL, "use GET");
+        } else if (strcmp(url, "/v1/jobs") == 0) {
+                if (post)
+                        handle_submit(api, req, con);
+                else if (get)
+                        handle_jobs_list(api, req, con);
+                else
+                        request_set_error(req, 405, "method_not_allowed", NULL, "use GET or POST");
+        } else if (strncmp(url, "/v1/jobs/", 9) == 0)
+                route_job(api, req, con, method, url + 9);
+        else if (strcmp(url, "/v1/nodes") == 0) {
+                if (get)
+                        handle_nodes(api, req);
+                else
+                        request_set_error(req, 405, "method_not_allowed", NULL, "use GET");
+        } else if (strncmp(url, "/v1/nodes/", 10) == 0)
+                route_node(api, req, method, url + 10);
+        else if (strcmp(url, "/v1/events") == 0) {
+                if (get)
+                        handle_events(api, req, con, 0);
+                else
+                        request_set_error(req, 405, "method_not_allowed", NULL, "use GET");
+        } else if (strcmp(url, "/v1/agent/register") == 0) {
+                if (post)
+                        handle_register(api, req);
+                else
+                        request_set_error(req, 405, "method_not_allowed", NULL, "use POST");
+        } else if (strcmp(url, "/v1/agent/sync") == 0) {
+                if (post)
+                        return handle_sync(api, req, con);
+                request_set_error(req, 405, "method_not_allowed", NULL, "use POST");
+        } else
+                request_set_error(req, 404, "not_found", NULL, "no such route");
+        return false;
+}
+
+static void request_suspend(Api *api, Request *req, struct MHD_Connection *con) {
+        req->connection = con;
+        req->suspended = true;
+        req->next_waiting = api->waiting;
+        api->waiting = req;
+        MHD_suspend_connection(con);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+        Api *api = cls;
+        Request *req = *con_cls;
+        if (!req) {
+                req = xcalloc(1, sizeof(Request));
+                *con_cls = req;
+                return MHD_YES;
+        }
+        if (*upload_data_size > 0) {
+                if (req->len + *upload_data_size > API_MAX_BODY)
+                        req->too_large = true;
+                if (!req->too_large) {
+                        req->body = xrealloc(req->body, req->len + *upload_data_size + 1);
+                        memcpy(req->body + req->len, upload_data, *upload_data_size);
+                        req->len += *upload_data_size;
+                }
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        if (req->answer)
+                return queue_answer(con, req); /* resumed with a prepared answer */
+        bool wait = route(api, req, con, method, url);
+        if (wait || ctl_turn_has_writes(api->ctl)) {
+                request_suspend(api, req, con);
+                return MHD_YES;
+        }
+        return queue_answer(con, req);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+        Request *req = *con_cls;
+        if (!req)
+                return;
+        free(req->body);
+        free(req->answer);
+        free(req->location_buf);
+        free(req->wait_node);
+        free(req);
+        *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+        char buf[512];
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        size_t n = strlen(buf);
+        while (n > 0 && buf[n - 1] == '\n')
+                buf[--n] = '\0';
+        log_debug("http: %s", buf);
+}
+
+int api_new(Controller *ctl, int listen_fd, Api **ret) {
+        Api *api = xcalloc(1, sizeof(Api));
+        api->ctl = ctl;
+        api->mhd = MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                on_request, api, MHD_OPTION_LISTEN_SOCKET, listen_fd,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, api, MHD_OPTION_CONNECTION_TIMEOUT,
+                (unsigned) 120, MHD_OPTION_CONNECTION_LIMIT, (unsigned) 4000,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) 256 * 1024,
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+        if (!api->mhd) {
+                free(api);
+                return -EIO;
+        }
+        *ret = api;
+        return 0;
+}
+
+Api *api_free(Api *api) {
+        if (!api)
+                return NULL;
+        /* Suspended connections must be resumed before the daemon can stop. */
+        for (Request *r = api->waiting; r; r = r->next_waiting)
+                MHD_resume_connection(r->connection);
+        api->waiting = NULL;
+        MHD_stop_daemon(api->mhd);
+        free(api);
+        return NULL;
+}
+
+int api_fd(Api *api) {
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(api->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        return info ? info->epoll_fd : -1;
+}
+
+void api_run(Api *api) {
+        MHD_run(api->mhd);
+}
+
+int64_t api_timeout_ms(Api *api) {
+        MHD_UNSIGNED_LONG_LONG t;
+        int64_t timeout = -1;
+        if (MHD_get_timeout(api->mhd, &t) == MHD_YES)
+                timeout = (int64_t) t;
+        int64_t now = util_now_ms();
+        for (Request *r = api->waiting; r; r = r->next_waiting)
+                if (r->wait_node) {
+                        int64_t left = r->wait_deadline > now ? r->wait_deadline - now : 0;
+                        if (timeout < 0 || left < timeout)
+                                timeout = left;
+                }
+        return timeout;
+}
+
+void api_after_commit(Api *api) {
+        int64_t now = util_now_ms();
+        bool resumed = false;
+        Request **p = &api->waiting;
+        while (*p) {
+                Request *r = *p;
+                if (r->wait_node) {
+                        Node *node = ctl_node_find(api->ctl, r->wait_node);
+                        if (node && node->version == r->wait_version && now < r->wait_deadline) {
+                                p = &r->next_waiting;
+                                continue;
+                        }
+                        if (node)
+                                request_set_answer(r, 200, view_desired(api->ctl, node));
+                        else
+                                request_set_error(r, 404, "unknown_node", NULL, "node is gone");
+                }
+                *p = r->next_waiting;
+                r->suspended = false;
+                MHD_resume_connection(r->connection);
+                resumed = true;
+        }
+        /* Send the answers now rather than on the next wake-up. */
+        if (resumed)
+                MHD_run(api->mhd);
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The REST API: maps HTTP requests (libmicrohttpd, driven by the controller's own
+ * epoll loop) onto controller operations and renders answers as JSON. A request whose
+ * handling wrote to the store is answered only after the loop commits the turn;
+ * agent syncs may wait (long-poll) until their node's desired state changes.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "controller.h"
+
+typedef struct Api Api;
+
+/* Serves on listen_fd (already bound and listening; the Api owns it). 0 or -errno. */
+int api_new(Controller *ctl, int listen_fd, Api **ret);
+Api *api_free(Api *api);
+/* The fd to watch for readability (libmicrohttpd's epoll set). */
+int api_fd(Api *api);
+/* Processes ready connections; call when api_fd is readable or the timeout passes. */
+void api_run(Api *api);
+/* Milliseconds until api_run must be called again at the latest; -1 for no limit. */
+int64_t api_timeout_ms(Api *api);
+/* After the controller committed a turn: answer waiting requests, wake long-polls. */
+void api_after_commit(Api *api);

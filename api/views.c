@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rendering of jobs, nodes, events and desired rank sets as JSON. Field names are part
+ * of the API (docs/PROTOCOL.md); the CLI and scripts depend on them.
+ */
+#include "views.h"
+
+#include "sched.h"
+#include "util.h"
+
+json_t *view_time(int64_t wall_ms) {
+        char buf[40];
+        return wall_ms > 0 ? json_string(util_format_time(wall_ms, buf, sizeof(buf))) : json_null();
+}
+
+static json_t *int_or_null(int64_t v, int64_t none) {
+        return v == none ? json_null() : json_integer(v);
+}
+
+static json_t *view_rank(const Rank *r) {
+        json_t *devices = json_array();
+        for (int i = 0; i < r->n_devices; i++)
+                json_array_append_new(devices, json_integer(r->devices[i]));
+        json_t *j = json_pack("{s:i,s:i,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:i}", "rank", r->rank,
+                              "attempt", r->attempt, "node", r->node_name ? r->node_name : "",
+                              "state", rank_state_to_string(r->state), "pid",
+                              int_or_null(r->pid, 0), "exit_code", int_or_null(r->exit_code, -1),
+                              "signal", int_or_null(r->signal, 0), "step",
+                              int_or_null(r->step, -1), "devices", devices, "local_rank",
+                              r->local_rank, "node_rank", r->node_rank);
+        return j;
+}
+
+static json_t *view_attempt(const Attempt *a) {
+        json_t *j = json_pack("{s:i,s:s,s:I,s:o,s:o}", "attempt", a->attempt, "state",
+                              a->end_reason == _END_REASON_INVALID ? "running" : "ended",
+                              "resume_step", (json_int_t) a->resume_step, "started_at",
+                              view_time(a->started_ms), "ended_at", view_time(a->ended_ms));
+        const char *reason = end_reason_to_string(a->end_reason);
+        json_object_set_new(j, "end_reason", reason ? json_string(reason) : json_null());
+        json_object_set_new(j, "blamed_node",
+                            a->blamed_node ? json_string(a->blamed_node) : json_null());
+        json_object_set_new(j, "detail", a->detail ? json_string(a->detail) : json_null());
+        return j;
+}
+
+json_t *view_job(Controller *ctl, Job *job, bool with_details) {
+        const char *reason = job->reason ? job->reason : "";
+        if (!*reason && (job->state == JOB_PENDING || job->state == JOB_PREEMPTED))
+                reason = sched_wait_to_string(job->wait);
+        json_t *j = json_pack(
+                "{s:I,s:s,s:s,s:s,s:i,s:s,s:i,s:i,s:s,s:o,s:o,s:o,s:o,s:i}", "id",
+                (json_int_t) job->id, "name", job->spec->name, "project", job->spec->project,
+                "user", job->spec->user, "priority", job->spec->priority, "state",
+                job_state_to_string(job->state), "attempt", job->attempt, "restarts",
+                job->restarts, "reason", reason, "exit_code", int_or_null(job->exit_code, -1),
+                "created_at", view_time(job->created_ms), "started_at",
+                view_time(job->started_ms), "finished_at", view_time(job->finished_ms),
+                "world_size", job->spec->ranks);
+        json_object_set_new(j, "last_checkpoint",
+                            job->ckpt_step >= 0
+                                    ? json_pack("{s:I,s:s}", "step", (json_int_t) job->ckpt_step,
+                                                "path", job->ckpt_path ? job->ckpt_path : "")
+                                    : json_null());
+        if (!with_details)
+                return j;
+        json_t *ranks = json_array();
+        for (int i = 0; i < job->n_ranks; i++)
+                json_array_append_new(ranks, view_rank(&job->ranks[i]));
+        json_object_set_new(j, "ranks", ranks);
+        json_t *attempts = json_array();
+        for (int i = 0; i < job->n_attempts; i++)
+                json_array_append_new(attempts, view_attempt(&job->attempts[i]));
+        json_object_set_new(j, "attempts", attempts);
+        json_error_t jerr;
+        json_t *spec = json_loads(job->spec_text, 0, &jerr);
+        json_object_set_new(j, "spec", spec ? spec : json_null());
+        (void) ctl;
+        return j;
+}
+
+json_t *view_node(Controller *ctl, Node *node) {
+        int cpus_free, devs_free, ranks;
+        ctl_node_free_capacity(ctl, node, &cpus_free, &devs_free, &ranks);
+        /* Free devices per kind. */
+        json_t *free_acc = json_object();
+        for (int d = 0; d < node->n_devices; d++) {
+                const char *kind = node->devices[d].kind;
+                json_int_t have = json_integer_value(json_object_get(free_acc, kind));
+                bool is_free = ctl_node_device_free(ctl, node, d);
+                json_object_set_new(free_acc, kind, json_integer(have + (is_free ? 1 : 0)));
+        }
+        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:O,s:{s:i,s:o},s:i}", "name", node->name,
+                              "hostname", node->hostname ? node->hostname : "", "state",
+                              node_state_to_string(node->state), "reason",
+                              node->reason ? node->reason : "", "labels", node->labels,
+                              "last_seen", view_time(node->last_seen_ms), "inventory",
+                              node->inventory, "free", "cpus", cpus_free, "accelerators",
+                              free_acc, "ranks", ranks);
+        json_object_set_new(j, "address", node->address ? json_string(node->address) : json_null());
+        return j;
+}
+
+json_t *view_event(const StoreEvent *e) {
+        json_t *j = json_pack("{s:I,s:o,s:s,s:s}", "seq", (json_int_t) e->seq, "time",
+                              view_time(e->time_ms), "kind", e->kind, "detail",
+                              e->detail ? e->detail : "");
+        json_object_set_new(j, "job", e->job > 0 ? json_integer(e->job) : json_null());
+        json_object_set_new(j, "node", e->node ? json_string(e->node) : json_null());
+        return j;
+}
+
+typedef struct DesiredCtx {
+        Controller *ctl;
+        json_t *ranks;
+} DesiredCtx;
+
+static void add_desired(void *userdata, Job *job, Rank *rank) {
+        DesiredCtx *c = userdata;
+        JobSpec *spec = job->spec;
+        json_t *argv = json_array();
+        for (int i = 0; i < spec->n_command; i++)
+                json_array_append_new(argv, json_string(spec->command[i]));
+        json_t *devices = json_array();
+        for (int i = 0; i < rank->n_devices; i++)
+                json_array_append_new(devices, json_integer(rank->devices[i]));
+        json_t *r = json_pack("{s:I,s:i,s:i,s:o,s:o,s:s,s:o,s:i}", "job", (json_int_t) job->id,
+                              "attempt", rank->attempt, "rank", rank->rank, "argv", argv, "env",
+                              ctl_rank_env(c->ctl, job, rank), "user", spec->user, "devices",
+                              devices, "hang_timeout_s", spec->hang_timeout_s);
+        json_object_set_new(r, "workdir", spec->workdir ? json_string(spec->workdir) : json_null());
+        json_object_set_new(r, "accelerator",
+                            spec->accelerator ? json_string(spec->accelerator) : json_null());
+        json_object_set_new(r, "checkpoint_dir", spec->checkpoint_dir
+                                                         ? json_string(spec->checkpoint_dir)
+                                                         : json_null());
+        json_array_append_new(c->ranks, r);
+}
+
+json_t *view_desired(Controller *ctl, Node *node) {
+        DesiredCtx c = {.ctl = ctl, .ranks = json_array()};
+        ctl_node_desired_foreach(ctl, node, add_desired, &c);
+        return json_pack("{s:I,s:I,s:I,s:o}", "version", (json_int_t) node->version, "lease_ms",
+                         (json_int_t) ctl_config(ctl)->lease_ms, "sync_period_ms",
+                         (json_int_t) ctl_config(ctl)->sync_period_ms, "ranks", c.ranks);
+}

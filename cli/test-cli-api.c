@@ -1,0 +1,394 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Runs whole axctl commands (cli_run) against a small HTTP server in a thread of this
+ * test that answers with the JSON of docs/PROTOCOL.md. It checks what goes over the
+ * wire (spec body, Idempotency-Key header, drain body, query strings) and what comes
+ * out (tables, state lines, exit codes), including the 307 redirect of the logs route
+ * and the pagination of list --all. The real controller is covered by
+ * tests/integration; this keeps the client honest without one.
+ */
+#include "cli.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+typedef struct Fake {
+        int fd;
+        int port;
+        pthread_t thread;
+        /* The last request, for the tests to inspect (one request at a time). */
+        char method[8];
+        char target[1024];
+        char body[8192];
+        char idempotency_key[256];
+        int polls[8]; /* GET /v1/jobs/{id} count per job id */
+} Fake;
+
+static Fake fake;
+
+static void send_response(int fd, int status, const char *extra_headers, const char *body) {
+        char head[1024];
+        int n = snprintf(head, sizeof(head),
+                         "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: close\r\n%s\r\n",
+                         status, strlen(body), extra_headers ? extra_headers : "");
+        assert(write(fd, head, (size_t) n) == n);
+        assert(write(fd, body, strlen(body)) == (ssize_t) strlen(body));
+}
+
+static const char *job_json(int id, const char *state, const char *reason, const char *exit_code) {
+        static char buf[2048];
+        snprintf(buf, sizeof(buf),
+                 "{\"id\": %d, \"name\": \"job%d\", \"project\": \"default\", \"user\": \"alice\","
+                 " \"priority\": 0, \"state\": \"%s\", \"attempt\": 1, \"restarts\": 0,"
+                 " \"reason\": \"%s\", \"exit_code\": %s,"
+                 " \"created_at\": \"2020-01-01T00:00:00.000Z\", \"started_at\": null,"
+                 " \"finished_at\": null, \"last_checkpoint\": null,"
+                 " \"ranks\": [{\"rank\": 0, \"attempt\": 1, \"node\": \"n1\", \"state\": "
+                 "\"running\","
+                 " \"pid\": 42, \"exit_code\": null, \"signal\": null, \"step\": 3, \"devices\": "
+                 "[0, 1]},"
+                 " {\"rank\": 1, \"attempt\": 1, \"node\": \"n2\", \"state\": \"running\","
+                 " \"pid\": 43, \"exit_code\": null, \"signal\": null, \"step\": null, "
+                 "\"devices\": []}],"
+                 " \"attempts\": []}",
+                 id, id, state, reason, exit_code);
+        return buf;
+}
+
+static void route(int fd) {
+        const char *t = fake.target;
+        char extra[1200];
+        if (strcmp(fake.method, "POST") == 0 && strcmp(t, "/v1/jobs") == 0) {
+                if (strstr(fake.body, "\"ranks\":0"))
+                        return send_response(
+                                fd, 400, NULL,
+                                "{\"error\": {\"code\": \"invalid_spec\", \"message\":"
+                                " \"ranks: must be at least 1\", \"field\": \"ranks\"}}");
+                return send_response(fd, 201, NULL, job_json(1, "pending", "", "null"));
+        }
+        if (strncmp(t, "/v1/jobs?", 9) == 0 || strcmp(t, "/v1/jobs") == 0) {
+                /* Five jobs, two per page, newest first. */
+                if (!strstr(t, "after="))
+                        return send_response(
+                                fd, 200, NULL,
+                                "{\"jobs\": [{\"id\": 5, \"state\": \"running\"},"
+                                " {\"id\": 4, \"state\": \"pending\"}], \"next_after\": 4}");
+                if (strstr(t, "after=4"))
+                        return send_response(
+                                fd, 200, NULL,
+                                "{\"jobs\": [{\"id\": 3}, {\"id\": 2}], \"next_after\": 2}");
+                return send_response(fd, 200, NULL,
+                                     "{\"jobs\": [{\"id\": 1}], \"next_after\": null}");
+        }
+        int id;
+        char rest[512] = "";
+        if (sscanf(t, "/v1/jobs/%d%511s", &id, rest) >= 1) {
+                if (strcmp(fake.method, "GET") == 0 && rest[0] == '\0') {
+                        int n = id < 8 ? ++fake.polls[id] : 0;
+                        switch (id) {
+                        case 1: /* succeeds on the third look */
+                                return send_response(fd, 200, NULL,
+                                                     job_json(1, n < 3 ? "running" : "succeeded",
+                                                              "", n < 3 ? "null" : "0"));
+                        case 2:
+                                return send_response(
+                                        fd, 200, NULL,
+                                        job_json(2, "failed", "rank 1 exited with 3", "3"));
+                        case 3:
+                                return send_response(
+                                        fd, 200, NULL,
+                                        job_json(3, "cancelled", "cancelled by user", "null"));
+                        case 4:
+                                return send_response(fd, 200, NULL,
+                                                     job_json(4, "running", "", "null"));
+                        case 5: /* the controller restarts: two 503s, then the answer */
+                                if (n == 2 || n == 3)
+                                        return send_response(fd, 503, NULL, "");
+                                return send_response(
+                                        fd, 200, NULL,
+                                        job_json(5, n < 4 ? "running" : "succeeded", "", "0"));
+                        }
+                        return send_response(fd, 404, NULL,
+                                             "{\"error\": {\"code\": \"not_found\", \"message\":"
+                                             " \"no such job\"}}");
+                }
+                if (strcmp(rest, "/cancel") == 0) {
+                        if (id == 2)
+                                return send_response(
+                                        fd, 409, NULL,
+                                        "{\"error\": {\"code\": \"conflict\", \"message\":"
+                                        " \"job 2 already ended\"}}");
+                        return send_response(
+                                fd, 200, NULL,
+                                job_json(id, "cancelled", "cancelled by user", "null"));
+                }
+                if (strncmp(rest, "/logs?", 6) == 0 && id <= 5) {
+                        snprintf(extra, sizeof(extra),
+                                 "Location: http://127.0.0.1:%d/agent/log%s\r\n", fake.port,
+                                 rest + 5);
+                        return send_response(fd, 307, extra, "");
+                }
+        }
+        if (strncmp(t, "/agent/log?", 11) == 0) {
+                char body[2048];
+                const char *rank = strstr(t, "rank=");
+                snprintf(body, sizeof(body),
+                         "query %.500s\n--- axctl environment ---\nAXCTL_RANK=%c\nA=b=c\n"
+                         "--- end environment ---\ntraining\n",
+                         t + 11, rank ? rank[5] : '?');
+                return send_response(fd, 200, NULL, body);
+        }
+        if (strcmp(t, "/v1/nodes") == 0)
+                return send_response(
+                        fd, 200, NULL,
+                        "{\"nodes\": [{\"name\": \"n1\", \"state\": \"ready\", \"address\": "
+                        "\"h:1\","
+                        " \"reason\": \"\", \"last_seen\": \"2020-01-01T00:00:00Z\", \"ranks\": 2,"
+                        " \"inventory\": {\"cpus\": 8, \"accelerators\": [{\"kind\": \"tpu-v5e\"},"
+                        " {\"kind\": \"tpu-v5e\"}]}, \"free\": {\"cpus\": 6, \"accelerators\":"
+                        " {\"tpu-v5e\": 0}}}]}");
+        if (strcmp(t, "/v1/nodes/n%201/drain") == 0 || strcmp(t, "/v1/nodes/n1/undrain") == 0)
+                return send_response(
+                        fd, 200, NULL,
+                        "{\"name\": \"n1\", \"state\": \"draining\", \"reason\": \"\"}");
+        send_response(fd, 404, NULL,
+                      "{\"error\": {\"code\": \"not_found\", \"message\": \"no route\"}}");
+}
+
+static void serve_one(int fd) {
+        char buf[16384];
+        size_t len = 0;
+        char *end = NULL;
+        while (!end && len < sizeof(buf) - 1) {
+                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+                if (n <= 0)
+                        return;
+                len += (size_t) n;
+                buf[len] = '\0';
+                end = strstr(buf, "\r\n\r\n");
+        }
+        if (!end)
+                return;
+        size_t header_len = (size_t) (end - buf) + 4;
+        const char *cl = strcasestr(buf, "\r\nContent-Length:");
+        size_t body_len = cl && cl < end ? (size_t) strtoul(cl + 17, NULL, 10) : 0;
+        while (len < header_len + body_len && len < sizeof(buf) - 1) {
+                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+                if (n <= 0)
+                        return;
+                len += (size_t) n;
+        }
+        buf[len] = '\0';
+
+        sscanf(buf, "%7s %1023s", fake.method, fake.target);
+        snprintf(fake.body, sizeof(fake.body), "%s", buf + header_len);
+        fake.idempotency_key[0] = '\0';
+        const char *k = strcasestr(buf, "\r\nIdempotency-Key: ");
+        if (k && k < end)
+                sscanf(k + 19, "%255[^\r]", fake.idempotency_key);
+        route(fd);
+}
+
+static void *fake_thread(void *userdata) {
+        for (;;) {
+                int c = accept(fake.fd, NULL, NULL);
+                if (c < 0)
+                        return NULL;
+                serve_one(c);
+                close(c);
+        }
+}
+
+static void fake_start(void) {
+        fake.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert(fake.fd >= 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert(bind(fake.fd, (struct sockaddr *) &sa, sizeof(sa)) == 0);
+        assert(listen(fake.fd, 16) == 0);
+        socklen_t len = sizeof(sa);
+        assert(getsockname(fake.fd, (struct sockaddr *) &sa, &len) == 0);
+        fake.port = ntohs(sa.sin_port);
+        assert(pthread_create(&fake.thread, NULL, fake_thread, NULL) == 0);
+}
+
+typedef struct Run {
+        int code;
+        char *out;
+        char *err;
+} Run;
+
+/* Runs "axctl --url <fake> args..." (args NULL-terminated). */
+static Run run(char **args) {
+        char *argv[32] = {"axctl", "--url"};
+        _cleanup_free_ char *url = xasprintf("http://127.0.0.1:%d", fake.port);
+        argv[2] = url;
+        int argc = 3;
+        for (int i = 0; args[i]; i++)
+                argv[argc++] = args[i];
+        Run r = {};
+        size_t n1, n2;
+        FILE *out = open_memstream(&r.out, &n1);
+        FILE *err = open_memstream(&r.err, &n2);
+        r.code = cli_run(argc, argv, out, err);
+        fclose(out);
+        fclose(err);
+        return r;
+}
+
+static void run_done(Run *r) {
+        free(r->out);
+        free(r->err);
+}
+
+static void expect(Run r, int code, const char *out, const char *err) {
+        if (r.code != code || (out && strcmp(r.out, out) != 0) || (err && !strstr(r.err, err)))
+                fprintf(stderr, "exit %d (want %d)\nstdout:\n%s\nstderr:\n%s\n", r.code, code,
+                        r.out, r.err);
+        assert(r.code == code);
+        if (out)
+                assert(strcmp(r.out, out) == 0);
+        if (err)
+                assert(strstr(r.err, err));
+        run_done(&r);
+}
+
+static void test_submit(void) {
+        expect(run((char *[]){"submit", "--ranks", "2", "--idempotency-key", "k-1", "--env", "X=1",
+                              "--user", "bob", "--", "python3", "train.py", NULL}),
+               0, "1\n", NULL);
+        assert(strcmp(fake.method, "POST") == 0);
+        assert(strcmp(fake.target, "/v1/jobs") == 0);
+        assert(strcmp(fake.idempotency_key, "k-1") == 0);
+        _cleanup_json_ json_t *sent = json_loads(fake.body, 0, NULL);
+        _cleanup_free_ char *s = json_dumps(sent, JSON_COMPACT | JSON_SORT_KEYS);
+        assert(strcmp(s, "{\"command\":[\"python3\",\"train.py\"],\"env\":{\"X\":\"1\"},"
+                         "\"ranks\":2,\"user\":\"bob\"}") == 0);
+
+        expect(run((char *[]){"submit", "--ranks", "0", "--", "true", NULL}), 2, "",
+               "axctl: invalid spec: ranks: must be at least 1 (field ranks)\n");
+
+        Run r = run((char *[]){"submit", "--json", "--ranks", "1", "--", "true", NULL});
+        assert(r.code == 0 && strstr(r.out, "\"id\": 1,") &&
+               strstr(r.out, "\"state\": \"pending\""));
+        run_done(&r);
+
+        /* submit --wait: the id, then the outcome of job 1 (running, running, succeeded). */
+        fake.polls[1] = 0;
+        expect(run((char *[]){"submit", "--wait", "--ranks", "1", "--", "true", NULL}), 0,
+               "1\nsucceeded (exit code 0)\n", NULL);
+}
+
+static void test_wait(void) {
+        fake.polls[1] = 0;
+        expect(run((char *[]){"wait", "1", NULL}), 0, "succeeded (exit code 0)\n", NULL);
+        assert(fake.polls[1] == 3);
+        expect(run((char *[]){"wait", "2", NULL}), 1,
+               "failed: rank 1 exited with 3 (exit code 3)\n", NULL);
+        expect(run((char *[]){"wait", "3", NULL}), 3, "cancelled: cancelled by user\n", NULL);
+        expect(run((char *[]){"wait", "4", "--timeout", "0.3", NULL}), 4, "",
+               "axctl: timed out after 0.3s waiting for job 4 (state running)\n");
+        expect(run((char *[]){"wait", "6", NULL}), 6, "", "axctl: not found: no such job\n");
+        /* A 5xx after the first answer is a controller restart: keep waiting. */
+        fake.polls[5] = 0;
+        expect(run((char *[]){"wait", "5", NULL}), 0, "succeeded (exit code 0)\n", NULL);
+        Run r = run((char *[]){"wait", "--json", "2", NULL});
+        assert(r.code == 1 && strstr(r.out, "\"state\": \"failed\""));
+        run_done(&r);
+}
+
+static void test_cancel(void) {
+        expect(run((char *[]){"cancel", "4", NULL}), 0, "cancelled: cancelled by user\n", NULL);
+        assert(strcmp(fake.method, "POST") == 0 && strcmp(fake.target, "/v1/jobs/4/cancel") == 0);
+        assert(fake.body[0] == '\0');
+        expect(run((char *[]){"cancel", "2", NULL}), 1, "",
+               "axctl: conflict: job 2 already ended\n");
+}
+
+static void test_list(void) {
+        Run r = run((char *[]){"list", "--all", "--json", NULL});
+        assert(r.code == 0);
+        _cleanup_json_ json_t *doc = json_loads(r.out, 0, NULL);
+        assert(json_array_size(json_object_get(doc, "jobs")) == 5);
+        assert(json_is_null(json_object_get(doc, "next_after")));
+        run_done(&r);
+
+        r = run((char *[]){"list", "--state", "running", "--limit", "2", NULL});
+        assert(r.code == 0);
+        assert(strcmp(fake.target, "/v1/jobs?state=running&limit=2") == 0);
+        const char *want = "ID  NAME  PROJECT  USER  STATE    ATTEMPT  RESTARTS  AGE  REASON\n"
+                           "5   -     -        -     running  -        -         -    -\n";
+        assert(strncmp(r.out, want, strlen(want)) == 0);
+        run_done(&r);
+}
+
+static void test_status(void) {
+        Run r = run((char *[]){"status", "4", NULL});
+        assert(r.code == 0);
+        assert(strstr(r.out, "job:        4\n"));
+        assert(strstr(r.out, "state:      running\n"));
+        assert(strstr(r.out, "exit code:  -\n"));
+        assert(strstr(r.out, "RANK  ATTEMPT  NODE  STATE    PID  EXIT  SIGNAL  STEP  DEVICES\n"
+                             "0     1        n1    running  42   -     -       3     0,1\n"
+                             "1     1        n2    running  43   -     -       -     -\n"));
+        run_done(&r);
+
+        /* --env goes through the 307 of the logs route for every rank. */
+        expect(run((char *[]){"status", "4", "--env", NULL}), 0,
+               "# rank 0\nAXCTL_RANK=0\nA=b=c\n# rank 1\nAXCTL_RANK=1\nA=b=c\n", NULL);
+        r = run((char *[]){"status", "4", "--env", "--rank", "1", "--attempt", "1", "--json",
+                           NULL});
+        assert(r.code == 0);
+        assert(strstr(fake.target, "/agent/log?rank=1&attempt=1"));
+        _cleanup_json_ json_t *doc = json_loads(r.out, 0, NULL);
+        json_t *env = json_object_get(json_array_get(json_object_get(doc, "ranks"), 0), "env");
+        assert(strcmp(json_string_value(json_object_get(env, "A")), "b=c") == 0);
+        run_done(&r);
+}
+
+static void test_logs(void) {
+        expect(run((char *[]){"logs", "4", "--rank", "1", NULL}), 0,
+               "query rank=1\n--- axctl environment ---\nAXCTL_RANK=1\nA=b=c\n"
+               "--- end environment ---\ntraining\n",
+               NULL);
+        /* -f travels to the controller, which keeps it in the redirect. */
+        Run r = run((char *[]){"logs", "4", "-f", "--attempt", "2", NULL});
+        assert(r.code == 0 && strncmp(r.out, "query rank=0&attempt=2&follow=1\n", 32) == 0);
+        run_done(&r);
+        expect(run((char *[]){"logs", "9", NULL}), 6, "", "axctl: not found: no route\n");
+}
+
+static void test_nodes(void) {
+        Run r = run((char *[]){"nodes", NULL});
+        const char *want =
+                "NAME  STATE  ADDRESS  CPUS  ACCELERATORS         RANKS  REASON  LAST-SEEN\n"
+                "n1    ready  h:1      6/8   tpu-v5e x2 (0 free)  2      -       ";
+        if (strncmp(r.out, want, strlen(want)) != 0)
+                fprintf(stderr, "%s", r.out);
+        assert(r.code == 0 && strncmp(r.out, want, strlen(want)) == 0);
+        assert(r.out[strlen(r.out) - 2] == 'd'); /* last seen in days */
+        run_done(&r);
+
+        /* Node names are escaped into the path; drain sends {"now": ...}. */
+        expect(run((char *[]){"drain", "n 1", "--now", NULL}), 0, "draining\n", NULL);
+        assert(strcmp(fake.body, "{\"now\":true}") == 0);
+        expect(run((char *[]){"undrain", "n1", NULL}), 0, "draining\n", NULL);
+        expect(run((char *[]){"drain", "n2", NULL}), 6, "", "axctl: not found: no route\n");
+}
+
+int main(void) {
+        fake_start();
+        test_submit();
+        test_wait();
+        test_cancel();
+        test_list();
+        test_status();
+        test_logs();
+        test_nodes();
+        printf("cli-api: ok\n");
+        return 0;
+}

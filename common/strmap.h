@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A small string-keyed hash map (open addressing, linear probing) for lookups the
+ * controller does on every request: idempotency keys and node names. Keys are copied;
+ * values are borrowed pointers.
+ */
+#pragma once
+
+#include <stddef.h>
+
+typedef struct StrMap StrMap;
+
+StrMap *strmap_new(void);
+StrMap *strmap_free(StrMap *m);
+void *strmap_get(const StrMap *m, const char *key);
+/* Inserts or replaces. */
+void strmap_put(StrMap *m, const char *key, void *value);
+void strmap_remove(StrMap *m, const char *key);
+size_t strmap_size(const StrMap *m);

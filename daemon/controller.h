@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The controller core: owns the model (model.h) and the job/attempt state machine of
+ * DESIGN.md §4, runs the scheduler and failure policy, and persists every transition.
+ * Single-threaded: every function here runs on the main loop's thread.
+ *
+ * Writes made during one loop turn go into one store transaction that ctl_end_turn()
+ * commits; callers must not acknowledge a request that wrote (ctl_turn_has_writes())
+ * before that commit.
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "store.h"
+#include "wire.h"
+
+typedef struct Controller Controller;
+
+typedef struct CtlConfig {
+        const char *db_path;
+        int64_t lease_ms;
+        int64_t grace_ms;
+        int64_t sync_period_ms;
+        int quarantine_after; /* blames within the window that quarantine a node; 0: never */
+        int64_t quarantine_window_ms;
+} CtlConfig;
+
+/* An operation's failure, as the API shows it. */
+typedef struct CtlError {
+        int status; /* HTTP status */
+        const char *code; /* "invalid_spec", "not_found", ... */
+        char message[320];
+        char field[128];
+} CtlError;
+
+int ctl_new(const CtlConfig *config, Controller **ret);
+Controller *ctl_free(Controller *ctl);
+const CtlConfig *ctl_config(Controller *ctl);
+
+/* Loop integration. */
+int64_t ctl_next_deadline_ms(Controller *ctl); /* monotonic ms of the next timed work */
+void ctl_tick(Controller *ctl); /* leases, backoffs; call when the deadline passes */
+bool ctl_turn_has_writes(Controller *ctl);
+/* Runs the scheduler if something changed, persists and commits. 0 or -errno (fatal). */
+int ctl_end_turn(Controller *ctl);
+
+/* Jobs. */
+int ctl_job_submit(Controller *ctl, json_t *spec, const char *idempotency_key, Job **ret_job,
+                   bool *ret_created, CtlError *err);
+Job *ctl_job_find(Controller *ctl, int64_t id);
+int ctl_job_cancel(Controller *ctl, int64_t id, Job **ret_job, CtlError *err);
+/* Jobs newest first with id < before (0: from the newest); filters may be NULL. */
+typedef bool (*CtlJobFn)(void *userdata, Job *job); /* return false to stop */
+void ctl_jobs_foreach(Controller *ctl, int64_t before, JobState state, const char *project,
+                      CtlJobFn fn, void *userdata);
+int ctl_events_list(Controller *ctl, int64_t job, int64_t after, int limit, StoreEventFn fn,
+                    void *userdata);
+
+/* Nodes. */
+Node *ctl_node_find(Controller *ctl, const char *name);
+Node **ctl_nodes(Controller *ctl, int *ret_n);
+int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node, CtlError *err);
+/* Applies an agent's report; *ret_node set on success. applied_version: the desired
+ * version the agent had converged to when it composed the report. */
+int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version,
+                  Node **ret_node, CtlError *err);
+int ctl_node_drain(Controller *ctl, const char *name, bool now, Node **ret_node, CtlError *err);
+int ctl_node_undrain(Controller *ctl, const char *name, Node **ret_node, CtlError *err);
+/* Free resources of a node, for views. */
+void ctl_node_free_capacity(Controller *ctl, Node *node, int *ret_cpus, int *ret_free_devices,
+                            int *ret_ranks);
+bool ctl_node_device_free(Controller *ctl, Node *node, int device);
+
+/* The desired ranks of a node (rendered by api/ for sync answers). */
+typedef void (*CtlDesiredFn)(void *userdata, Job *job, Rank *rank);
+void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void *userdata);
+/* The environment of DESIGN.md §6 that does not depend on the vendor (new reference). */
+json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank);
+
+/* Counts for /healthz and status lines. */
+void ctl_counts(Controller *ctl, int *ret_jobs_active, int *ret_nodes_ready);

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * axctld: the controller. One thread owns all state (DESIGN.md §2a): an epoll loop
+ * over libmicrohttpd's epoll fd, a signalfd and timeouts computed from the
+ * controller's deadlines. Each turn ends with one group commit, after which the
+ * requests that wrote are answered.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "controller.h"
+#include "log.h"
+#include "util.h"
+
+static void usage(FILE *f) {
+        fputs("Usage: axctld [OPTIONS]\n"
+              "\n"
+              "The axctl controller: queues jobs, places their ranks on nodes, watches them\n"
+              "and restarts failed gangs from their last checkpoint.\n"
+              "\n"
+              "  --listen HOST:PORT      address to serve on (default 127.0.0.1:8470;\n"
+              "                          port 0 picks a free port and prints it)\n"
+              "  --db PATH               SQLite state database (default ./axctld.db)\n"
+              "  --lease-ms N            agent lease (default 5000)\n"
+              "  --grace-ms N            extra wait before a silent node is lost (default 1000)\n"
+              "  --sync-period-ms N      agent sync period (default 1000)\n"
+              "  --quarantine-after N    blames that quarantine a node (default 3, 0 = never)\n"
+              "  --quarantine-window-s N window for those blames (default 3600)\n"
+              "  --log-level LEVEL       error, warning, info or debug (default info)\n"
+              "  -h, --help              show this help\n",
+              f);
+}
+
+/* Parses a positive integer option or exits with a one-line error. */
+static int64_t parse_positive(const char *opt, const char *s, int64_t min) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (errno || end == s || *end || v < min) {
+                fprintf(stderr, "axctld: %s needs an integer of at least %lld, not '%s'\n", opt,
+                        (long long) min, s);
+                exit(2);
+        }
+        return v;
+}
+
+/* Binds host:port and listens; returns the fd or -errno. */
+static int listen_on(const char *address, int *ret_port) {
+        _cleanup_free_ char *copy = xstrdup(address);
+        char *colon = strrchr(copy, ':');
+        if (!colon)
+                return -EINVAL;
+        *colon = '\0';
+        const char *host = copy, *port = colon + 1;
+        if (host[0] == '[') {
+                host++;
+                char *end = strchr(copy, ']');
+                if (end)
+                        *end = '\0';
+        }
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+        struct addrinfo *res;
+        if (getaddrinfo(*host ? host : NULL, port, &hints, &res) != 0)
+                return -EINVAL;
+        int fd = -1, r = -EADDRNOTAVAIL;
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0)
+                        continue;
+                int one = 1;
+                setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+                if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 1024) == 0) {
+                        r = 0;
+                        break;
+                }
+                r = -errno;
+                close(fd);
+                fd = -1;
+        }
+        freeaddrinfo(res);
+        if (fd < 0)
+                return r;
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        getsockname(fd, (struct sockaddr *) &ss, &len);
+        *ret_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                                                   : ((struct sockaddr_in *) &ss)->sin_port);
+        return fd;
+}
+
+int main(int argc, char **argv) {
+        static const struct option options[] = {
+                {"listen", required_argument, NULL, 'l'},
+                {"db", required_argument, NULL, 'd'},
+                {"lease-ms", required_argument, NULL, 'L'},
+                {"grace-ms", required_argument, NULL, 'g'},
+                {"sync-period-ms", required_argument, NULL, 's'},
+                {"quarantine-after", required_argument, NULL, 'q'},
+                {"quarantine-window-s", required_argument, NULL, 'w'},
+                {"log-level", required_argument, NULL, 'v'},
+                {"help", no_argument, NULL, 'h'},
+                {},
+        };
+        const char *listen_addr = "127.0.0.1:8470";
+        CtlConfig cfg = {.db_path = "axctld.db", .lease_ms = 5000, .grace_ms = 1000,
+                         .sync_period_ms = 1000, .quarantine_after = 3,
+                         .quarantine_window_ms = 3600 * 1000};
+        LogLevel level = LOG_LEVEL_INFO;
+        int c;
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'l':
+                        listen_addr = optarg;
+                        break;
+                case 'd':
+                        cfg.db_path = optarg;
+                        break;
+                case 'L':
+                        cfg.lease_ms = parse_positive("--lease-ms", optarg, 100);
+                        break;
+                case 'g':
+                        cfg.grace_ms = parse_positive("--grace-ms", optarg, 0);
+                        break;
+                case 's':
+                        cfg.sync_period_ms = parse_positive("--sync-period-ms", optarg, 10);
+                        break;
+                case 'q':
+                        cfg.quarantine_after = (int) parse_positive("--quarantine-after", optarg, 0);
+                        break;
+                case 'w':
+                        cfg.quarantine_window_ms =
+                                parse_positive("--quarantine-window-s", optarg, 1) * 1000;
+                        break;
+                case 'v':
+                        level = log_level_from_string(optarg);
+                        if (level == _LOG_LEVEL_INVALID) {
+                                fprintf(stderr, "axctld: unknown log level '%s'\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        fprintf(stderr, "axctld: see axctld --help\n");
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "axctld: unexpected argument '%s' (see axctld --help)\n",
+                        argv[optind]);
+                return 2;
+        }
+        if (cfg.sync_period_ms >= cfg.lease_ms) {
+                fprintf(stderr, "axctld: --sync-period-ms must be below --lease-ms\n");
+                return 2;
+        }
+        log_setup("axctld", level);
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+        Controller *ctl = NULL;
+        int r = ctl_new(&cfg, &ctl);
+        if (r < 0) {
+                fprintf(stderr, "axctld: cannot open state database %s: %s\n", cfg.db_path,
+                        strerror(-r));
+                return 1;
+        }
+        int port = 0;
+        int lfd = listen_on(listen_addr, &port);
+        if (lfd < 0) {
+                fprintf(stderr, "axctld: cannot listen on %s: %s\n", listen_addr, strerror(-lfd));
+                ctl_free(ctl);
+                return 1;
+        }
+        Api *api = NULL;
+        if ((r = api_new(ctl, lfd, &api)) < 0) {
+                fprintf(stderr, "axctld: cannot start the HTTP server\n");
+                ctl_free(ctl);
+                return 1;
+        }
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = api_fd(api)};
+        epoll_ctl(ep, EPOLL_CTL_ADD, api_fd(api), &ev);
+        ev.data.fd = sfd;
+        epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+
+        /* The one line on stdout: scripts and tests read the address from it. */
+        _cleanup_free_ char *host = xstrdup(listen_addr);
+        *strrchr(host, ':') = '\0';
+        printf("listening on http://%s:%d\n", host, port);
+        fflush(stdout);
+        log_info("serving on %s:%d, state in %s", host, port, cfg.db_path);
+
+        uint64_t watchdog_usec = 0;
+        bool watchdog = sd_watchdog_enabled(false, &watchdog_usec) > 0;
+        int64_t next_watchdog = 0;
+        sd_notify(0, "READY=1\nSTATUS=serving");
+
+        bool running = true;
+        while (running) {
+                int64_t now = util_now_ms();
+                int64_t timeout = ctl_next_deadline_ms(ctl) - now;
+                int64_t api_timeout = api_timeout_ms(api);
+                if (api_timeout >= 0 && api_timeout < timeout)
+                        timeout = api_timeout;
+                if (watchdog && next_watchdog - now < timeout)
+                        timeout = next_watchdog - now;
+                if (timeout < 0)
+                        timeout = 0;
+                struct epoll_event events[8];
+                int n = epoll_wait(ep, events, 8, (int) timeout);
+                if (n < 0 && errno != EINTR) {
+                        log_error("epoll_wait: %s", strerror(errno));
+                        break;
+                }
+                for (int i = 0; i < n; i++) {
+                        if (events[i].data.fd != sfd)
+                                continue;
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof(si)) == sizeof(si))
+                                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+                                        running = false;
+                }
+                api_run(api);
+                if (util_now_ms() >= ctl_next_deadline_ms(ctl))
+                        ctl_tick(ctl);
+                if ((r = ctl_end_turn(ctl)) < 0) {
+                        /* Nothing unacknowledged is lost: requests of this turn get no 2xx. */
+                        log_error("stopping: the state database failed (%s)", strerror(-r));
+                        break;
+                }
+                api_after_commit(api);
+                now = util_now_ms();
+                if (watchdog && now >= next_watchdog) {
+                        int jobs, nodes;
+                        ctl_counts(ctl, &jobs, &nodes);
+                        sd_notifyf(0, "WATCHDOG=1\nSTATUS=%d active jobs, %d ready nodes", jobs,
+                                   nodes);
+                        next_watchdog = now + (int64_t) (watchdog_usec / 2000);
+                }
+        }
+        sd_notify(0, "STOPPING=1");
+        log_info("shutting down");
+        api_free(api);
+        ctl_free(ctl);
+        close(ep);
+        close(sfd);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mapping between the controller's model and the store: saving dirty jobs and nodes at
+ * the end of a loop turn, and rebuilding the model at start-up. Liveness (last sync,
+ * desired-state versions) is not stored; after a restart every node gets a fresh lease
+ * to reconnect in, so running ranks are not disturbed.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "controller-internal.h"
+#include "log.h"
+#include "util.h"
+
+#define GROW(arr, n, cap)                                                                  \
+        do {                                                                               \
+                if ((n) >= (cap)) {                                                        \
+                        (cap) = (cap) ? (cap) * 2 : 16;                                    \
+                        (arr) = xrealloc((arr), (size_t) (cap) * sizeof(*(arr)));          \
+                }                                                                          \
+        } while (0)
+
+static int64_t opt_ms(int64_t v) {
+        return v > 0 ? v : STORE_NONE;
+}
+
+static int64_t from_opt(int64_t v, int64_t none) {
+        return v == STORE_NONE ? none : v;
+}
+
+void rank_clear(Rank *rank) {
+        free(rank->node_name);
+        free(rank->devices);
+        rank->node_name = NULL;
+        rank->devices = NULL;
+}
+
+Job *job_free(Job *job) {
+        if (!job)
+                return NULL;
+        spec_free(job->spec);
+        free(job->spec_text);
+        free(job->reason);
+        free(job->idempotency_key);
+        free(job->ckpt_path);
+        free(job->avoid_node);
+        for (int i = 0; i < job->n_attempts; i++) {
+                free(job->attempts[i].resume_path);
+                free(job->attempts[i].blamed_node);
+                free(job->attempts[i].detail);
+        }
+        free(job->attempts);
+        for (int i = 0; i < job->n_ranks; i++)
+                rank_clear(&job->ranks[i]);
+        free(job->ranks);
+        free(job);
+        return NULL;
+}
+
+Node *node_free(Node *node) {
+        if (!node)
+                return NULL;
+        free(node->name);
+        free(node->hostname);
+        free(node->address);
+        free(node->boot_id);
+        free(node->reason);
+        json_decref(node->labels);
+        json_decref(node->inventory);
+        for (int i = 0; i < node->n_devices; i++)
+                free(node->devices[i].kind);
+        free(node->devices);
+        free(node);
+        return NULL;
+}
+
+void ctl_job_append(Controller *ctl, Job *job) {
+        GROW(ctl->jobs, ctl->n_jobs, ctl->cap_jobs);
+        ctl->jobs[ctl->n_jobs++] = job;
+        if (job->id >= ctl->next_job_id)
+                ctl->next_job_id = job->id + 1;
+}
+
+void ctl_active_add(Controller *ctl, Job *job) {
+        if (job->active)
+                return;
+        GROW(ctl->active, ctl->n_active, ctl->cap_active);
+        ctl->active[ctl->n_active++] = job;
+        job->active = true;
+}
+
+void ctl_node_append(Controller *ctl, Node *node) {
+        GROW(ctl->nodes, ctl->n_nodes, ctl->cap_nodes);
+        ctl->nodes[ctl->n_nodes++] = node;
+        strmap_put(ctl->node_index, node->name, node);
+}
+
+void ctl_node_set_inventory(Node *node, json_t *inventory) {
+        for (int i = 0; i < node->n_devices; i++)
+                free(node->devices[i].kind);
+        free(node->devices);
+        json_decref(node->inventory);
+        node->inventory = inventory ? json_deep_copy(inventory) : json_object();
+        node->cpus = (int) json_int(node->inventory, "cpus", 0);
+        node->memory_mb = json_int(node->inventory, "memory_mb", 0);
+        json_t *acc = json_object_get(node->inventory, "accelerators");
+        node->n_devices = (int) json_array_size(acc);
+        node->devices = xcalloc((size_t) node->n_devices + 1, sizeof(NodeDevice));
+        for (int i = 0; i < node->n_devices; i++) {
+                json_t *a = json_array_get(acc, (size_t) i);
+                const char *kind = json_str(a, "kind");
+                node->devices[i] = (NodeDevice){.kind = xstrdup(kind ? kind : "unknown"),
+                                                .numa_node = (int) json_int(a, "numa_node", -1),
+                                                .pcie_switch = (int) json_int(a, "pcie_switch", -1)};
+        }
+}
+
+static char *devices_json(const Rank *r) {
+        json_t *a = json_array();
+        for (int i = 0; i < r->n_devices; i++)
+                json_array_append_new(a, json_integer(r->devices[i]));
+        char *s = json_dumps(a, JSON_COMPACT);
+        json_decref(a);
+        return s;
+}
+
+static int persist_job(Controller *ctl, Job *job) {
+        StoreJob sj = {
+                .id = job->id,
+                .name = job->spec->name,
+                .project = job->spec->project,
+                .user = job->spec->user,
+                .priority = job->spec->priority,
+                .spec = job->spec_text,
+                .state = job_state_to_string(job->state),
+                .attempt = job->attempt,
+                .restarts = job->restarts,
+                .reason = job->reason,
+                .exit_code = job->exit_code >= 0 ? job->exit_code : STORE_NONE,
+                .created_ms = job->created_ms,
+                .started_ms = opt_ms(job->started_ms),
+                .finished_ms = opt_ms(job->finished_ms),
+                .idempotency_key = job->idempotency_key,
+                .ckpt_step = job->ckpt_step >= 0 ? job->ckpt_step : STORE_NONE,
+                .ckpt_path = job->ckpt_path,
+                .avoid_node = job->avoid_node,
+        };
+        int r = store_job_put(ctl->store, &sj);
+        for (int i = 0; r >= 0 && i < job->n_attempts; i++) {
+                Attempt *a = &job->attempts[i];
+                if (!a->dirty)
+                        continue;
+                StoreAttempt sa = {.job = job->id, .attempt = a->attempt,
+                                   .resume_step = a->resume_step, .resume_path = a->resume_path,
+                                   .started_ms = a->started_ms, .ended_ms = opt_ms(a->ended_ms),
+                                   .end_reason = end_reason_to_string(a->end_reason),
+                                   .blamed_node = a->blamed_node, .detail = a->detail};
+                r = store_attempt_put(ctl->store, &sa);
+                a->dirty = false;
+        }
+        for (int i = 0; r >= 0 && i < job->n_ranks; i++) {
+                Rank *rk = &job->ranks[i];
+                if (!rk->dirty)
+                        continue;
+                char *devices = devices_json(rk);
+                StoreRank sr = {.job = job->id, .attempt = rk->attempt, .rank = rk->rank,
+                                .node = rk->node_name, .devices = devices,
+                                .state = rank_state_to_string(rk->state), .alive = rk->alive,
+                                .pid = rk->pid > 0 ? rk->pid : STORE_NONE,
+                                .exit_code = rk->exit_code >= 0 ? rk->exit_code : STORE_NONE,
+                                .signal = rk->signal > 0 ? rk->signal : STORE_NONE,
+                                .step = rk->step >= 0 ? rk->step : STORE_NONE,
+                                .local_rank = rk->local_rank, .node_rank = rk->node_rank};
+                r = store_rank_put(ctl->store, &sr);
+                free(devices);
+                rk->dirty = false;
+        }
+        job->dirty = false;
+        return r;
+}
+
+static int persist_node(Controller *ctl, Node *node) {
+        char *labels = json_dumps(node->labels, JSON_COMPACT);
+        char *inventory = json_dumps(node->inventory, JSON_COMPACT);
+        json_t *blames = json_array();
+        for (int i = 0; i < node->n_blame; i++)
+                json_array_append_new(blames, json_integer(node->blame_times[i]));
+        char *blame_text = json_dumps(blames, JSON_COMPACT);
+        json_decref(blames);
+        StoreNode sn = {.name = node->name, .hostname = node->hostname, .address = node->address,
+                        .boot_id = node->boot_id, .labels = labels, .inventory = inventory,
+                        .state = node_state_to_string(node->state), .reason = node->reason,
+                        .last_seen_ms = opt_ms(node->last_seen_ms), .blame_times = blame_text};
+        int r = store_node_put(ctl->store, &sn);
+        free(labels);
+        free(inventory);
+        free(blame_text);
+        node->dirty = false;
+        return r;
+}
+
+int ctl_persist_dirty(Controller *ctl) {
+        int r = 0;
+        for (int i = 0; r >= 0 && i < ctl->n_dirty_jobs; i++)
+                r = persist_job(ctl, ctl->dirty_jobs[i]);
+        for (int i = 0; r >= 0 && i < ctl->n_dirty_nodes; i++)
+                r = persist_node(ctl, ctl->dirty_nodes[i]);
+        ctl->n_dirty_jobs = ctl->n_dirty_nodes = 0;
+        return r;
+}
+
+static int load_job(void *ud, const StoreJob *sj) {
+        Controller *ctl = ud;
+        json_error_t jerr;
+        json_t *spec_json = json_loads(sj->spec, 0, &jerr);
+        JobSpec *spec = NULL;
+        JsonError err;
+        if (!spec_json || spec_parse(spec_json, &spec, &err) < 0) {
+                json_decref(spec_json);
+                log_error("job %lld: stored spec does not parse: %s", (long long) sj->id,
+                          spec_json ? err.message : jerr.text);
+                return -EBADMSG;
+        }
+        json_decref(spec_json);
+        Job *job = xcalloc(1, sizeof(Job));
+        job->id = sj->id;
+        job->spec = spec;
+        job->spec_text = xstrdup(sj->spec);
+        job->state = job_state_from_string(sj->state);
+        if (job->state == _JOB_STATE_INVALID)
+                job->state = JOB_FAILED;
+        job->attempt = sj->attempt;
+        job->restarts = sj->restarts;
+        job->reason = xstrdup(sj->reason ? sj->reason : "");
+        job->exit_code = (int) from_opt(sj->exit_code, -1);
+        job->created_ms = sj->created_ms;
+        job->started_ms = from_opt(sj->started_ms, 0);
+        job->finished_ms = from_opt(sj->finished_ms, 0);
+        job->idempotency_key = sj->idempotency_key ? xstrdup(sj->idempotency_key) : NULL;
+        job->ckpt_step = from_opt(sj->ckpt_step, -1);
+        job->ckpt_path = sj->ckpt_path ? xstrdup(sj->ckpt_path) : NULL;
+        job->avoid_node = sj->avoid_node ? xstrdup(sj->avoid_node) : NULL;
+        job->wait = SCHED_WAIT_CAPACITY;
+        /* A restart that was waiting out its backoff may go at once. */
+        job->restart_at_ms = 0;
+        ctl_job_append(ctl, job);
+        if (job->idempotency_key)
+                strmap_put(ctl->idempotency, job->idempotency_key, job);
+        if (!job_state_is_terminal(job->state))
+                ctl_active_add(ctl, job);
+        return 0;
+}
+
+static int load_attempt(void *ud, const StoreAttempt *sa) {
+        Controller *ctl = ud;
+        Job *job = ctl_job_find(ctl, sa->job);
+        if (!job)
+                return 0;
+        job->attempts = xrealloc(job->attempts, (size_t) (job->n_attempts + 1) * sizeof(Attempt));
+        job->attempts[job->n_attempts++] = (Attempt){
+                .attempt = sa->attempt,
+                .resume_step = sa->resume_step,
+                .resume_path = sa->resume_path ? xstrdup(sa->resume_path) : NULL,
+                .started_ms = sa->started_ms,
+                .ended_ms = from_opt(sa->ended_ms, 0),
+                .end_reason = sa->end_reason ? end_reason_from_string(sa->end_reason)
+                                             : _END_REASON_INVALID,
+                .blamed_node = sa->blamed_node ? xstrdup(sa->blamed_node) : NULL,
+                .detail = sa->detail ? xstrdup(sa->detail) : NULL,
+        };
+        return 0;
+}
+
+static int load_rank(void *ud, const StoreRank *sr) {
+        Controller *ctl = ud;
+        Job *job = ctl_job_find(ctl, sr->job);
+        if (!job || sr->rank < 0 || sr->rank >= job->spec->ranks)
+                return 0;
+        if (!job->ranks) {
+                job->n_ranks = job->spec->ranks;
+                job->ranks = xcalloc((size_t) job->n_ranks + 1, sizeof(Rank));
+        }
+        Rank *r = &job->ranks[sr->rank];
+        rank_clear(r);
+        json_error_t jerr;
+        json_t *devs = json_loads(sr->devices ? sr->devices : "[]", 0, &jerr);
+        *r = (Rank){.rank = sr->rank, .attempt = sr->attempt, .node_name = xstrdup(sr->node),
+                    .n_devices = (int) json_array_size(devs),
+                    .state = rank_state_from_string(sr->state), .alive = sr->alive,
+                    .pid = (int) from_opt(sr->pid, 0), .exit_code = (int) from_opt(sr->exit_code, -1),
+                    .signal = (int) from_opt(sr->signal, 0), .step = from_opt(sr->step, -1),
+                    .local_rank = sr->local_rank, .node_rank = sr->node_rank};
+        r->devices = xcalloc((size_t) r->n_devices + 1, sizeof(int));
+        for (int i = 0; i < r->n_devices; i++)
+                r->devices[i] = (int) json_integer_value(json_array_get(devs, (size_t) i));
+        json_decref(devs);
+        if (r->state == _RANK_STATE_INVALID)
+                r->state = RANK_LOST;
+        if (r->alive)
+                ctl_active_add(ctl, job);
+        return 0;
+}
+
+static int load_node(void *ud, const StoreNode *sn) {
+        Controller *ctl = ud;
+        json_error_t jerr;
+        Node *node = xcalloc(1, sizeof(Node));
+        node->name = xstrdup(sn->name);
+        node->hostname = sn->hostname ? xstrdup(sn->hostname) : NULL;
+        node->address = sn->address ? xstrdup(sn->address) : NULL;
+        node->boot_id = sn->boot_id ? xstrdup(sn->boot_id) : NULL;
+        node->labels = json_loads(sn->labels, 0, &jerr);
+        if (!json_is_object(node->labels)) {
+                json_decref(node->labels);
+                node->labels = json_object();
+        }
+        json_t *inv = json_loads(sn->inventory, 0, &jerr);
+        ctl_node_set_inventory(node, inv);
+        json_decref(inv);
+        node->state = node_state_from_string(sn->state);
+        if (node->state == _NODE_STATE_INVALID)
+                node->state = NODE_DOWN;
+        node->reason = xstrdup(sn->reason ? sn->reason : "");
+        node->last_seen_ms = from_opt(sn->last_seen_ms, 0);
+        json_t *blames = json_loads(sn->blame_times, 0, &jerr);
+        for (size_t i = 0; i < json_array_size(blames) && node->n_blame < NODE_BLAME_HISTORY; i++)
+                node->blame_times[node->n_blame++] = json_integer_value(json_array_get(blames, i));
+        json_decref(blames);
+        /* A fresh lease to reconnect in; versions restart above any the agents saw. */
+        node->last_sync_mono = util_now_ms();
+        node->version = (uint64_t) util_wall_ms() * 1000;
+        ctl_node_append(ctl, node);
+        return 0;
+}
+
+int ctl_load(Controller *ctl) {
+        int r;
+        if ((r = store_nodes_load(ctl->store, load_node, ctl)) < 0 ||
+            (r = store_jobs_load(ctl->store, load_job, ctl)) < 0 ||
+            (r = store_attempts_load(ctl->store, load_attempt, ctl)) < 0 ||
+            (r = store_ranks_load(ctl->store, load_rank, ctl)) < 0)
+                return r;
+        /* Versions are not stored: make stop and start confirmations count from now. */
+        for (int j = 0; j < ctl->n_active; j++) {
+                Job *job = ctl->active[j];
+                for (int k = 0; k < job->n_ranks; k++) {
+                        Rank *rk = &job->ranks[k];
+                        Node *node = rk->node_name ? ctl_node_find(ctl, rk->node_name) : NULL;
+                        uint64_t v = node ? node->version : 1;
+                        if (rk->state == RANK_ASSIGNED || rk->state == RANK_RUNNING)
+                                rk->assign_version = v;
+                        else
+                                rk->stop_version = v;
+                }
+        }
+        return 0;
+}

@@ -1,0 +1,542 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SQLite implementation of store.h: numbered migrations, cached prepared statements,
+ * whole-row upserts. Every statement is parameterised.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Migrations run in order; the database remembers how many it has applied. */
+static const char *const migrations[] = {
+        /* 1: the data model of DESIGN.md §3 */
+        "CREATE TABLE job ("
+        "  id INTEGER PRIMARY KEY, name TEXT NOT NULL, project TEXT NOT NULL,"
+        "  user TEXT NOT NULL, priority INTEGER NOT NULL, spec TEXT NOT NULL,"
+        "  state TEXT NOT NULL, attempt INTEGER NOT NULL, restarts INTEGER NOT NULL,"
+        "  reason TEXT NOT NULL, exit_code INTEGER, created_ms INTEGER NOT NULL,"
+        "  started_ms INTEGER, finished_ms INTEGER, idempotency_key TEXT UNIQUE,"
+        "  ckpt_step INTEGER, ckpt_path TEXT, avoid_node TEXT);"
+        "CREATE INDEX job_state ON job(state);"
+        "CREATE TABLE attempt ("
+        "  job INTEGER NOT NULL, attempt INTEGER NOT NULL, resume_step INTEGER NOT NULL,"
+        "  resume_path TEXT, started_ms INTEGER NOT NULL, ended_ms INTEGER,"
+        "  end_reason TEXT, blamed_node TEXT, detail TEXT, PRIMARY KEY (job, attempt));"
+        "CREATE TABLE rank ("
+        "  job INTEGER NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL,"
+        "  node TEXT NOT NULL, devices TEXT NOT NULL, state TEXT NOT NULL,"
+        "  alive INTEGER NOT NULL, pid INTEGER, exit_code INTEGER, signal INTEGER,"
+        "  step INTEGER, local_rank INTEGER NOT NULL, node_rank INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, attempt, rank));"
+        "CREATE TABLE node ("
+        "  name TEXT PRIMARY KEY, hostname TEXT, address TEXT, boot_id TEXT,"
+        "  labels TEXT NOT NULL, inventory TEXT NOT NULL, state TEXT NOT NULL,"
+        "  reason TEXT NOT NULL, last_seen_ms INTEGER, blame_times TEXT NOT NULL);"
+        "CREATE TABLE checkpoint ("
+        "  job INTEGER NOT NULL, step INTEGER NOT NULL, path TEXT NOT NULL,"
+        "  committed_ms INTEGER NOT NULL, attempt INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, step));"
+        "CREATE TABLE event ("
+        "  seq INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, job INTEGER, node TEXT,"
+        "  kind TEXT NOT NULL, detail TEXT NOT NULL);"
+        "CREATE INDEX event_job ON event(job, seq);",
+};
+
+enum {
+        STMT_JOB_PUT,
+        STMT_ATTEMPT_PUT,
+        STMT_RANK_PUT,
+        STMT_NODE_PUT,
+        STMT_CHECKPOINT_PUT,
+        STMT_EVENT_APPEND,
+        STMT_EVENTS_ALL,
+        STMT_EVENTS_JOB,
+        _STMT_MAX,
+};
+
+static const char *const statement_sql[_STMT_MAX] = {
+        [STMT_JOB_PUT] = "INSERT INTO job (id, name, project, user, priority, spec,"
+                         " state, attempt, restarts, reason, exit_code, created_ms, started_ms,"
+                         " finished_ms, idempotency_key, ckpt_step, ckpt_path, avoid_node)"
+                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                         /* An upsert, not REPLACE: REPLACE would silently delete another
+                          * job that holds the same idempotency key. */
+                         " ON CONFLICT(id) DO UPDATE SET state=excluded.state,"
+                         " attempt=excluded.attempt, restarts=excluded.restarts,"
+                         " reason=excluded.reason, exit_code=excluded.exit_code,"
+                         " started_ms=excluded.started_ms, finished_ms=excluded.finished_ms,"
+                         " ckpt_step=excluded.ckpt_step, ckpt_path=excluded.ckpt_path,"
+                         " avoid_node=excluded.avoid_node, priority=excluded.priority",
+        [STMT_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempt (job, attempt, resume_step,"
+                             " resume_path, started_ms, ended_ms, end_reason, blamed_node,"
+                             " detail) VALUES (?,?,?,?,?,?,?,?,?)",
+        [STMT_RANK_PUT] = "INSERT OR REPLACE INTO rank (job, attempt, rank, node, devices,"
+                          " state, alive, pid, exit_code, signal, step, local_rank, node_rank)"
+                          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        [STMT_NODE_PUT] = "INSERT OR REPLACE INTO node (name, hostname, address, boot_id,"
+                          " labels, inventory, state, reason, last_seen_ms, blame_times)"
+                          " VALUES (?,?,?,?,?,?,?,?,?,?)",
+        [STMT_CHECKPOINT_PUT] = "INSERT OR REPLACE INTO checkpoint (job, step, path,"
+                                " committed_ms, attempt) VALUES (?,?,?,?,?)",
+        [STMT_EVENT_APPEND] = "INSERT INTO event (time_ms, job, node, kind, detail)"
+                              " VALUES (?,?,?,?,?)",
+        [STMT_EVENTS_ALL] = "SELECT seq, time_ms, job, node, kind, detail FROM event"
+                            " WHERE seq > ? ORDER BY seq LIMIT ?",
+        [STMT_EVENTS_JOB] = "SELECT seq, time_ms, job, node, kind, detail FROM event"
+                            " WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?",
+};
+
+struct Store {
+        sqlite3 *db;
+        sqlite3_stmt *stmts[_STMT_MAX];
+        bool in_transaction;
+};
+
+/* Maps SQLite's result codes onto errno values, so callers never see SQLite codes. */
+static int errno_from_sqlite(int rc) {
+        switch (rc & 0xff) {
+        case SQLITE_OK:
+        case SQLITE_DONE:
+        case SQLITE_ROW:
+                return 0;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_READONLY:
+        case SQLITE_PERM:
+        case SQLITE_AUTH:
+                return -EACCES;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_CANTOPEN:
+                return -ENOENT;
+        case SQLITE_CONSTRAINT:
+                return -EEXIST;
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+                return -EBADMSG;
+        default:
+                return -EIO;
+        }
+}
+
+const char *store_last_error(Store *store) {
+        return store && store->db ? sqlite3_errmsg(store->db) : "no database";
+}
+
+static int exec(Store *store, const char *sql) {
+        return errno_from_sqlite(sqlite3_exec(store->db, sql, NULL, NULL, NULL));
+}
+
+static int migrate(Store *store) {
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(store->db, "PRAGMA user_version", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return errno_from_sqlite(rc);
+        int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+        sqlite3_finalize(st);
+        if (version > (int) ELEMENTSOF(migrations))
+                return -EPROTO; /* written by a newer axctld */
+        for (int v = version; v < (int) ELEMENTSOF(migrations); v++) {
+                int r = exec(store, "BEGIN IMMEDIATE");
+                if (r < 0)
+                        return r;
+                r = exec(store, migrations[v]);
+                if (r >= 0) {
+                        _cleanup_free_ char *set = xasprintf("PRAGMA user_version = %d", v + 1);
+                        r = exec(store, set);
+                }
+                if (r < 0) {
+                        exec(store, "ROLLBACK");
+                        return r;
+                }
+                if ((r = exec(store, "COMMIT")) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int store_open(const char *path, Store **ret_store) {
+        Store *store = xcalloc(1, sizeof(Store));
+        int rc = sqlite3_open_v2(path, &store->db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                         SQLITE_OPEN_NOMUTEX,
+                                 NULL);
+        int r = errno_from_sqlite(rc);
+        if (r < 0)
+                goto fail;
+        sqlite3_busy_timeout(store->db, 5000);
+        /* WAL + FULL: a commit is on disk when it returns, so a 2xx means durable. */
+        if ((r = exec(store, "PRAGMA journal_mode = WAL")) < 0 ||
+            (r = exec(store, "PRAGMA synchronous = FULL")) < 0 ||
+            (r = exec(store, "PRAGMA foreign_keys = ON")) < 0 || (r = migrate(store)) < 0)
+                goto fail;
+        for (int i = 0; i < _STMT_MAX; i++) {
+                rc = sqlite3_prepare_v3(store->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                        &store->stmts[i], NULL);
+                if ((r = errno_from_sqlite(rc)) < 0)
+                        goto fail;
+        }
+        *ret_store = store;
+        return 0;
+fail:
+        store_close(store);
+        return r;
+}
+
+Store *store_close(Store *store) {
+        if (!store)
+                return NULL;
+        for (int i = 0; i < _STMT_MAX; i++)
+                sqlite3_finalize(store->stmts[i]);
+        sqlite3_close_v2(store->db);
+        free(store);
+        return NULL;
+}
+
+int store_begin(Store *store) {
+        if (store->in_transaction)
+                return 0;
+        int r = exec(store, "BEGIN IMMEDIATE");
+        if (r >= 0)
+                store->in_transaction = true;
+        return r;
+}
+
+int store_commit(Store *store) {
+        if (!store->in_transaction)
+                return 0;
+        int r = exec(store, "COMMIT");
+        if (r >= 0)
+                store->in_transaction = false;
+        return r;
+}
+
+int store_rollback(Store *store) {
+        if (!store->in_transaction)
+                return 0;
+        store->in_transaction = false;
+        return exec(store, "ROLLBACK");
+}
+
+bool store_in_transaction(Store *store) {
+        return store->in_transaction;
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s) {
+        if (s)
+                sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_null(st, i);
+}
+
+static void bind_int(sqlite3_stmt *st, int i, int64_t v) {
+        if (v == STORE_NONE)
+                sqlite3_bind_null(st, i);
+        else
+                sqlite3_bind_int64(st, i, v);
+}
+
+static const char *col_text(sqlite3_stmt *st, int i) {
+        return (const char *) sqlite3_column_text(st, i);
+}
+
+static int64_t col_int(sqlite3_stmt *st, int i) {
+        return sqlite3_column_type(st, i) == SQLITE_NULL ? STORE_NONE
+                                                         : sqlite3_column_int64(st, i);
+}
+
+/* Runs a bound write statement to completion and resets it. */
+static int step_done(sqlite3_stmt *st) {
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        return rc == SQLITE_DONE ? 0 : errno_from_sqlite(rc == SQLITE_ROW ? SQLITE_ERROR : rc);
+}
+
+int store_job_put(Store *store, const StoreJob *j) {
+        sqlite3_stmt *st = store->stmts[STMT_JOB_PUT];
+        bind_int(st, 1, j->id);
+        bind_text(st, 2, j->name);
+        bind_text(st, 3, j->project);
+        bind_text(st, 4, j->user);
+        bind_int(st, 5, j->priority);
+        bind_text(st, 6, j->spec);
+        bind_text(st, 7, j->state);
+        bind_int(st, 8, j->attempt);
+        bind_int(st, 9, j->restarts);
+        bind_text(st, 10, j->reason ? j->reason : "");
+        bind_int(st, 11, j->exit_code);
+        bind_int(st, 12, j->created_ms);
+        bind_int(st, 13, j->started_ms);
+        bind_int(st, 14, j->finished_ms);
+        bind_text(st, 15, j->idempotency_key);
+        bind_int(st, 16, j->ckpt_step);
+        bind_text(st, 17, j->ckpt_path);
+        bind_text(st, 18, j->avoid_node);
+        return step_done(st);
+}
+
+int store_attempt_put(Store *store, const StoreAttempt *a) {
+        sqlite3_stmt *st = store->stmts[STMT_ATTEMPT_PUT];
+        bind_int(st, 1, a->job);
+        bind_int(st, 2, a->attempt);
+        bind_int(st, 3, a->resume_step);
+        bind_text(st, 4, a->resume_path);
+        bind_int(st, 5, a->started_ms);
+        bind_int(st, 6, a->ended_ms);
+        bind_text(st, 7, a->end_reason);
+        bind_text(st, 8, a->blamed_node);
+        bind_text(st, 9, a->detail);
+        return step_done(st);
+}
+
+int store_rank_put(Store *store, const StoreRank *r) {
+        sqlite3_stmt *st = store->stmts[STMT_RANK_PUT];
+        bind_int(st, 1, r->job);
+        bind_int(st, 2, r->attempt);
+        bind_int(st, 3, r->rank);
+        bind_text(st, 4, r->node);
+        bind_text(st, 5, r->devices ? r->devices : "[]");
+        bind_text(st, 6, r->state);
+        bind_int(st, 7, r->alive);
+        bind_int(st, 8, r->pid);
+        bind_int(st, 9, r->exit_code);
+        bind_int(st, 10, r->signal);
+        bind_int(st, 11, r->step);
+        bind_int(st, 12, r->local_rank);
+        bind_int(st, 13, r->node_rank);
+        return step_done(st);
+}
+
+int store_node_put(Store *store, const StoreNode *n) {
+        sqlite3_stmt *st = store->stmts[STMT_NODE_PUT];
+        bind_text(st, 1, n->name);
+        bind_text(st, 2, n->hostname);
+        bind_text(st, 3, n->address);
+        bind_text(st, 4, n->boot_id);
+        bind_text(st, 5, n->labels ? n->labels : "{}");
+        bind_text(st, 6, n->inventory ? n->inventory : "{}");
+        bind_text(st, 7, n->state);
+        bind_text(st, 8, n->reason ? n->reason : "");
+        bind_int(st, 9, n->last_seen_ms);
+        bind_text(st, 10, n->blame_times ? n->blame_times : "[]");
+        return step_done(st);
+}
+
+int store_checkpoint_put(Store *store, const StoreCheckpoint *c) {
+        sqlite3_stmt *st = store->stmts[STMT_CHECKPOINT_PUT];
+        bind_int(st, 1, c->job);
+        bind_int(st, 2, c->step);
+        bind_text(st, 3, c->path);
+        bind_int(st, 4, c->committed_ms);
+        bind_int(st, 5, c->attempt);
+        return step_done(st);
+}
+
+int store_event_append(Store *store, StoreEvent *e) {
+        sqlite3_stmt *st = store->stmts[STMT_EVENT_APPEND];
+        bind_int(st, 1, e->time_ms);
+        bind_int(st, 2, e->job > 0 ? e->job : STORE_NONE);
+        bind_text(st, 3, e->node);
+        bind_text(st, 4, e->kind);
+        bind_text(st, 5, e->detail ? e->detail : "");
+        int r = step_done(st);
+        if (r >= 0)
+                e->seq = sqlite3_last_insert_rowid(store->db);
+        return r;
+}
+
+/* Prepares a one-off query; loaders run once at start-up, so no caching. */
+static int query(Store *store, const char *sql, sqlite3_stmt **ret) {
+        return errno_from_sqlite(sqlite3_prepare_v2(store->db, sql, -1, ret, NULL));
+}
+
+/* Steps st to the end, calling row() for each row; finalizes or resets st. */
+static int for_each_row(sqlite3_stmt *st, bool finalize, int (*row)(sqlite3_stmt *, void *),
+                        void *ctx) {
+        int rc, r = 0;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+                if ((r = row(st, ctx)) < 0)
+                        break;
+        if (r >= 0 && rc != SQLITE_DONE)
+                r = errno_from_sqlite(rc);
+        if (finalize)
+                sqlite3_finalize(st);
+        else {
+                sqlite3_reset(st);
+                sqlite3_clear_bindings(st);
+        }
+        return r;
+}
+
+typedef struct LoadCtx {
+        void *fn;
+        void *userdata;
+} LoadCtx;
+
+static int job_row(sqlite3_stmt *st, void *p) {
+        LoadCtx *ctx = p;
+        StoreJob j = {
+                .id = col_int(st, 0),
+                .name = col_text(st, 1),
+                .project = col_text(st, 2),
+                .user = col_text(st, 3),
+                .priority = (int) col_int(st, 4),
+                .spec = col_text(st, 5),
+                .state = col_text(st, 6),
+                .attempt = (int) col_int(st, 7),
+                .restarts = (int) col_int(st, 8),
+                .reason = col_text(st, 9),
+                .exit_code = col_int(st, 10),
+                .created_ms = col_int(st, 11),
+                .started_ms = col_int(st, 12),
+                .finished_ms = col_int(st, 13),
+                .idempotency_key = col_text(st, 14),
+                .ckpt_step = col_int(st, 15),
+                .ckpt_path = col_text(st, 16),
+                .avoid_node = col_text(st, 17),
+        };
+        return ((StoreJobFn) ctx->fn)(ctx->userdata, &j);
+}
+
+int store_jobs_load(Store *store, StoreJobFn fn, void *userdata) {
+        sqlite3_stmt *st;
+        int r = query(store,
+                      "SELECT id, name, project, user, priority, spec, state, attempt, restarts,"
+                      " reason, exit_code, created_ms, started_ms, finished_ms, idempotency_key,"
+                      " ckpt_step, ckpt_path, avoid_node FROM job ORDER BY id",
+                      &st);
+        if (r < 0)
+                return r;
+        LoadCtx ctx = {(void *) fn, userdata};
+        return for_each_row(st, true, job_row, &ctx);
+}
+
+static int attempt_row(sqlite3_stmt *st, void *p) {
+        LoadCtx *ctx = p;
+        StoreAttempt a = {
+                .job = col_int(st, 0),
+                .attempt = (int) col_int(st, 1),
+                .resume_step = col_int(st, 2),
+                .resume_path = col_text(st, 3),
+                .started_ms = col_int(st, 4),
+                .ended_ms = col_int(st, 5),
+                .end_reason = col_text(st, 6),
+                .blamed_node = col_text(st, 7),
+                .detail = col_text(st, 8),
+        };
+        return ((StoreAttemptFn) ctx->fn)(ctx->userdata, &a);
+}
+
+int store_attempts_load(Store *store, StoreAttemptFn fn, void *userdata) {
+        sqlite3_stmt *st;
+        int r = query(store,
+                      "SELECT job, attempt, resume_step, resume_path, started_ms, ended_ms,"
+                      " end_reason, blamed_node, detail FROM attempt ORDER BY job, attempt",
+                      &st);
+        if (r < 0)
+                return r;
+        LoadCtx ctx = {(void *) fn, userdata};
+        return for_each_row(st, true, attempt_row, &ctx);
+}
+
+static int rank_row(sqlite3_stmt *st, void *p) {
+        LoadCtx *ctx = p;
+        StoreRank rk = {
+                .job = col_int(st, 0),
+                .attempt = (int) col_int(st, 1),
+                .rank = (int) col_int(st, 2),
+                .node = col_text(st, 3),
+                .devices = col_text(st, 4),
+                .state = col_text(st, 5),
+                .alive = col_int(st, 6) != 0,
+                .pid = col_int(st, 7),
+                .exit_code = col_int(st, 8),
+                .signal = col_int(st, 9),
+                .step = col_int(st, 10),
+                .local_rank = (int) col_int(st, 11),
+                .node_rank = (int) col_int(st, 12),
+        };
+        return ((StoreRankFn) ctx->fn)(ctx->userdata, &rk);
+}
+
+int store_ranks_load(Store *store, StoreRankFn fn, void *userdata) {
+        sqlite3_stmt *st;
+        /* Only the ranks of each job's latest attempt matter after a restart. */
+        int r = query(store,
+                      "SELECT r.job, r.attempt, r.rank, r.node, r.devices, r.state, r.alive,"
+                      " r.pid, r.exit_code, r.signal, r.step, r.local_rank, r.node_rank"
+                      " FROM rank r JOIN job j ON j.id = r.job AND j.attempt = r.attempt"
+                      " ORDER BY r.job, r.rank",
+                      &st);
+        if (r < 0)
+                return r;
+        LoadCtx ctx = {(void *) fn, userdata};
+        return for_each_row(st, true, rank_row, &ctx);
+}
+
+static int node_row(sqlite3_stmt *st, void *p) {
+        LoadCtx *ctx = p;
+        StoreNode n = {
+                .name = col_text(st, 0),
+                .hostname = col_text(st, 1),
+                .address = col_text(st, 2),
+                .boot_id = col_text(st, 3),
+                .labels = col_text(st, 4),
+                .inventory = col_text(st, 5),
+                .state = col_text(st, 6),
+                .reason = col_text(st, 7),
+                .last_seen_ms = col_int(st, 8),
+                .blame_times = col_text(st, 9),
+        };
+        return ((StoreNodeFn) ctx->fn)(ctx->userdata, &n);
+}
+
+int store_nodes_load(Store *store, StoreNodeFn fn, void *userdata) {
+        sqlite3_stmt *st;
+        int r = query(store,
+                      "SELECT name, hostname, address, boot_id, labels, inventory, state, reason,"
+                      " last_seen_ms, blame_times FROM node ORDER BY name",
+                      &st);
+        if (r < 0)
+                return r;
+        LoadCtx ctx = {(void *) fn, userdata};
+        return for_each_row(st, true, node_row, &ctx);
+}
+
+static int event_row(sqlite3_stmt *st, void *p) {
+        LoadCtx *ctx = p;
+        int64_t job = col_int(st, 2);
+        StoreEvent e = {
+                .seq = col_int(st, 0),
+                .time_ms = col_int(st, 1),
+                .job = job == STORE_NONE ? 0 : job,
+                .node = col_text(st, 3),
+                .kind = col_text(st, 4),
+                .detail = col_text(st, 5),
+        };
+        return ((StoreEventFn) ctx->fn)(ctx->userdata, &e);
+}
+
+int store_events_list(Store *store, int64_t job, int64_t after, int limit, StoreEventFn fn,
+                      void *userdata) {
+        sqlite3_stmt *st;
+        int i = 1;
+        if (job > 0) {
+                st = store->stmts[STMT_EVENTS_JOB];
+                sqlite3_bind_int64(st, i++, job);
+        } else
+                st = store->stmts[STMT_EVENTS_ALL];
+        sqlite3_bind_int64(st, i++, after);
+        sqlite3_bind_int(st, i, limit);
+        LoadCtx ctx = {(void *) fn, userdata};
+        return for_each_row(st, false, event_row, &ctx);
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The controller's durable state in SQLite (WAL, synchronous=FULL), behind typed
+ * operations. This is the only code that speaks SQL; SQLite result codes never leave
+ * it (they become negative errno values). Writes are grouped by the caller into one
+ * transaction per loop turn (store_begin/store_commit), so many acknowledged requests
+ * share one fsync. Strings in records are borrowed: valid for the duration of a call or,
+ * when loading, of the callback.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct Store Store;
+
+#define STORE_NONE INT64_MIN /* a NULL integer column */
+
+typedef struct StoreJob {
+        int64_t id;
+        const char *name, *project, *user;
+        int priority;
+        const char *spec; /* normalised spec JSON */
+        const char *state;
+        int attempt;
+        int restarts;
+        const char *reason;
+        int64_t exit_code; /* STORE_NONE: none */
+        int64_t created_ms, started_ms, finished_ms; /* STORE_NONE: not yet */
+        const char *idempotency_key; /* NULL: none */
+        int64_t ckpt_step; /* STORE_NONE: no checkpoint */
+        const char *ckpt_path;
+        const char *avoid_node; /* the node blamed last, avoided by the next placement */
+} StoreJob;
+
+typedef struct StoreAttempt {
+        int64_t job;
+        int attempt;
+        int64_t resume_step;
+        const char *resume_path;
+        int64_t started_ms, ended_ms;
+        const char *end_reason; /* NULL while running */
+        const char *blamed_node;
+        const char *detail;
+} StoreAttempt;
+
+typedef struct StoreRank {
+        int64_t job;
+        int attempt;
+        int rank;
+        const char *node;
+        const char *devices; /* JSON array of inventory indices */
+        const char *state;
+        bool alive; /* may still have a process on its node */
+        int64_t pid, exit_code, signal, step; /* STORE_NONE: unknown */
+        int local_rank, node_rank;
+} StoreRank;
+
+typedef struct StoreNode {
+        const char *name, *hostname, *address, *boot_id;
+        const char *labels, *inventory; /* JSON */
+        const char *state, *reason;
+        int64_t last_seen_ms;
+        const char *blame_times; /* JSON array of wall ms */
+} StoreNode;
+
+typedef struct StoreCheckpoint {
+        int64_t job;
+        int64_t step;
+        const char *path;
+        int64_t committed_ms;
+        int attempt;
+} StoreCheckpoint;
+
+typedef struct StoreEvent {
+        int64_t seq; /* set by the store */
+        int64_t time_ms;
+        int64_t job; /* 0: none */
+        const char *node; /* NULL: none */
+        const char *kind;
+        const char *detail;
+} StoreEvent;
+
+/* Opens (creating if needed) and migrates the database. 0 or -errno. */
+int store_open(const char *path, Store **ret_store);
+Store *store_close(Store *store);
+/* Human-readable text of the last SQLite failure, for logs. */
+const char *store_last_error(Store *store);
+
+int store_begin(Store *store);
+int store_commit(Store *store);
+int store_rollback(Store *store);
+bool store_in_transaction(Store *store);
+
+int store_job_put(Store *store, const StoreJob *job);
+int store_attempt_put(Store *store, const StoreAttempt *attempt);
+int store_rank_put(Store *store, const StoreRank *rank);
+int store_node_put(Store *store, const StoreNode *node);
+int store_checkpoint_put(Store *store, const StoreCheckpoint *ckpt);
+int store_event_append(Store *store, StoreEvent *event);
+
+typedef int (*StoreJobFn)(void *userdata, const StoreJob *job);
+typedef int (*StoreAttemptFn)(void *userdata, const StoreAttempt *attempt);
+typedef int (*StoreRankFn)(void *userdata, const StoreRank *rank);
+typedef int (*StoreNodeFn)(void *userdata, const StoreNode *node);
+typedef int (*StoreEventFn)(void *userdata, const StoreEvent *event);
+
+/* Loaders call fn for each row in key order; a negative return from fn stops and is returned. */
+int store_jobs_load(Store *store, StoreJobFn fn, void *userdata);
+int store_attempts_load(Store *store, StoreAttemptFn fn, void *userdata);
+int store_ranks_load(Store *store, StoreRankFn fn, void *userdata);
+int store_nodes_load(Store *store, StoreNodeFn fn, void *userdata);
+/* Events after seq `after` (of one job when job > 0), oldest first, at most limit. */
+int store_events_list(Store *store, int64_t job, int64_t after, int limit, StoreEventFn fn,
+                      void *userdata);

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit test of the SQLite store: migrations, upserts, transactions, reloading. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tests/unit/check.h"
+#include "store.h"
+#include "util.h"
+
+static int count_jobs(void *ud, const StoreJob *j) {
+        int *n = ud;
+        (*n)++;
+        CHECK_STR(j->name, "train");
+        CHECK_STR(j->state, "running");
+        CHECK_INT(j->exit_code, STORE_NONE);
+        CHECK_INT(j->ckpt_step, 40);
+        CHECK_STR(j->idempotency_key, "key-1");
+        return 0;
+}
+
+static int count_events(void *ud, const StoreEvent *e) {
+        int *n = ud;
+        (*n)++;
+        CHECK_INT(e->job, 1);
+        CHECK_STR(e->kind, "job_state");
+        return 0;
+}
+
+static int check_rank(void *ud, const StoreRank *r) {
+        int *n = ud;
+        (*n)++;
+        CHECK_INT(r->attempt, 2); /* only the job's current attempt is loaded */
+        CHECK(r->alive);
+        return 0;
+}
+
+int main(void) {
+        char dir[] = "/tmp/axctl-store-XXXXXX";
+        CHECK(mkdtemp(dir));
+        _cleanup_free_ char *path = xasprintf("%s/state.db", dir);
+        Store *s = NULL;
+        CHECK_INT(store_open(path, &s), 0);
+
+        StoreJob job = {.id = 1, .name = "train", .project = "p", .user = "u", .spec = "{}",
+                        .state = "running", .attempt = 2, .reason = "", .exit_code = STORE_NONE,
+                        .created_ms = 1, .started_ms = STORE_NONE, .finished_ms = STORE_NONE,
+                        .idempotency_key = "key-1", .ckpt_step = 40, .ckpt_path = "/c"};
+        CHECK_INT(store_begin(s), 0);
+        CHECK_INT(store_job_put(s, &job), 0);
+        StoreRank r1 = {.job = 1, .attempt = 1, .rank = 0, .node = "n1", .state = "failed",
+                        .pid = STORE_NONE, .exit_code = 3, .signal = STORE_NONE,
+                        .step = STORE_NONE};
+        StoreRank r2 = r1;
+        r2.attempt = 2;
+        r2.state = "running";
+        r2.alive = true;
+        CHECK_INT(store_rank_put(s, &r1), 0);
+        CHECK_INT(store_rank_put(s, &r2), 0);
+        StoreEvent ev = {.time_ms = 5, .job = 1, .kind = "job_state", .detail = "a -> b"};
+        CHECK_INT(store_event_append(s, &ev), 0);
+        CHECK(ev.seq > 0);
+        CHECK_INT(store_commit(s), 0);
+
+        /* A second job with the same idempotency key violates the constraint. */
+        StoreJob dup = job;
+        dup.id = 2;
+        CHECK_INT(store_begin(s), 0);
+        CHECK_INT(store_job_put(s, &dup), -EEXIST);
+        CHECK_INT(store_rollback(s), 0);
+
+        /* Rolled-back writes are gone. */
+        CHECK_INT(store_begin(s), 0);
+        StoreJob other = job;
+        other.id = 3;
+        other.idempotency_key = NULL;
+        CHECK_INT(store_job_put(s, &other), 0);
+        CHECK_INT(store_rollback(s), 0);
+        s = store_close(s);
+
+        /* Reopening runs no migration twice and sees exactly the committed state. */
+        CHECK_INT(store_open(path, &s), 0);
+        int n = 0;
+        CHECK_INT(store_jobs_load(s, count_jobs, &n), 0);
+        CHECK_INT(n, 1);
+        n = 0;
+        CHECK_INT(store_events_list(s, 1, 0, 100, count_events, &n), 0);
+        CHECK_INT(n, 1);
+        n = 0;
+        CHECK_INT(store_events_list(s, 0, ev.seq, 100, count_events, &n), 0);
+        CHECK_INT(n, 0);
+        n = 0;
+        CHECK_INT(store_ranks_load(s, check_rank, &n), 0);
+        CHECK_INT(n, 1);
+        s = store_close(s);
+
+        /* Not a database: a clear error, no crash. */
+        _cleanup_free_ char *bad = xasprintf("%s/bad.db", dir);
+        CHECK_INT(util_write_file_atomic(bad, "this is not sqlite, just some text....", 38), 0);
+        CHECK(store_open(bad, &s) < 0);
+        CHECK(!s);
+        util_rm_rf(dir);
+        printf("store: ok\n");
+        return 0;
+}
