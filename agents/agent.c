@@ -64,6 +64,7 @@ struct Agent {
         struct curl_slist *headers;
         AgentRequest request;
         uint64_t request_id;
+        int64_t request_wait_ms; /* the long-poll time the sync in flight asked for */
         char *response;
         size_t response_len;
         bool registered;
@@ -241,7 +242,14 @@ static size_t agent_response_write(char *data, size_t size, size_t nmemb, void *
         return n;
 }
 
+/*
+ * How long the next sync may be held. News goes out with 0, so that the answer (and
+ * the desired state it carries) comes back at once: a report restarting the long-poll
+ * each time would, with news every period, never see an answer and fence itself.
+ */
 static int64_t agent_wait_ms(const Agent *a) {
+        if (a->dirty)
+                return 0;
         return a->sync_period_ms < AGENT_MAX_WAIT_MS ? a->sync_period_ms : AGENT_MAX_WAIT_MS;
 }
 
@@ -249,7 +257,7 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         agent_request_drop(a);
         json_t *body;
         _cleanup_free_ char *url = NULL;
-        int64_t timeout_ms;
+        int64_t timeout_ms, wait_ms = agent_wait_ms(a);
         a->request_id++;
         if (kind == AGENT_REQUEST_REGISTER) {
                 body = agent_proto_register_body(a->cfg.node, a->hostname, a->address,
@@ -260,8 +268,8 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
                 body = agent_proto_sync_body(a->cfg.node, a->boot_id, a->ranks, a->ckpts,
                                              a->n_ckpts, &a->health, a->request_id);
                 url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
-                                a->controller, agent_wait_ms(a), a->version);
-                timeout_ms = agent_wait_ms(a) + 5000;
+                                a->controller, wait_ms, a->version);
+                timeout_ms = wait_ms + 5000;
         }
         _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
         json_decref(body);
@@ -282,6 +290,7 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         curl_easy_setopt(a->easy, CURLOPT_NOSIGNAL, 1L);
         curl_multi_add_handle(a->multi, a->easy);
         a->request = kind;
+        a->request_wait_ms = wait_ms;
         a->dirty = false;
 }
 
@@ -482,8 +491,11 @@ static void agent_http_schedule(Agent *a, int64_t now) {
         if (a->request == AGENT_REQUEST_REGISTER)
                 return;
         if (a->request == AGENT_REQUEST_SYNC) {
-                /* Drop the long-poll: the controller must hear the news now. */
-                if (a->dirty)
+                /*
+                 * Drop a held long-poll: the controller must hear the news now. A sync
+                 * that is not held answers soon; the news follows right after it.
+                 */
+                if (a->dirty && a->request_wait_ms > 0)
                         agent_request_send(a, AGENT_REQUEST_SYNC, now);
                 return;
         }
@@ -500,6 +512,8 @@ static void agent_ckpts_clear(AgentCheckpoint *c, size_t n) {
         free(c);
 }
 
+static bool agent_scan_checkpoints(Agent *a);
+
 /* Looks whether r has ended; logs it and asks for a sync when it has. */
 static bool agent_rank_check_exit(Agent *a, Rank *r) {
         if (!rank_check_exit(r))
@@ -507,6 +521,9 @@ static bool agent_rank_check_exit(Agent *a, Rank *r) {
         log_info("Rank %" PRId64 "/%" PRId64 "/%" PRId64 " exited with %s %d", r->key.job,
                  r->key.attempt, r->key.rank, r->exit.signaled ? "signal" : "code",
                  r->exit.code);
+        /* The restart resumes from the newest checkpoint the controller knows: report
+         * one the rank may have committed just before it died along with its exit. */
+        agent_scan_checkpoints(a);
         a->dirty = true;
         return true;
 }
@@ -680,10 +697,11 @@ static void agent_fence_check(Agent *a, int64_t now) {
 static void agent_periodic(Agent *a, int64_t now) {
         if (now >= a->next_scan_ms) {
                 a->next_scan_ms = now + a->sync_period_ms;
-                if (agent_scan_ranks(a))
-                        a->dirty = true;
-                if (agent_scan_checkpoints(a))
-                        a->dirty = true;
+                /* Steps, hangs and checkpoints ride on the next sync (at most one period
+                 * away): aborting the long-poll for them would, with progress every
+                 * period, keep any sync from completing and the lease from renewing. */
+                agent_scan_ranks(a);
+                agent_scan_checkpoints(a);
         }
         agent_health_tick(a, now);
         agent_healthcmd_poll(a, now);
@@ -768,7 +786,7 @@ int agent_run(Agent *a) {
                 }
 
                 int64_t timeout = agent_next_deadline(a) - now;
-                if (a->dirty && a->request == AGENT_REQUEST_SYNC)
+                if (a->dirty && a->request == AGENT_REQUEST_SYNC && a->request_wait_ms > 0)
                         timeout = 0;
                 if (timeout < 0)
                         timeout = 0;

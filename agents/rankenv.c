@@ -105,24 +105,21 @@ static int env_compare(const void *a, const void *b) {
         }
 }
 
-int agent_env_build(const RankEnvRequest *req, const AgentInventory *inv, char ***ret_envp,
-                    char **ret_error) {
-        json_t *env = env_copy_desired(req->env, ret_error);
-        if (!env)
-                return -EINVAL;
-
+/* Adds the layers after the job's own env to env. Returns 0 or -errno with *ret_error. */
+static int env_add_layers(json_t *env, const RankEnvRequest *req, const AgentInventory *inv,
+                          char **ret_error) {
         json_object_set_new(env, "AXCTL_PROGRESS_FILE", json_string(req->progress_path));
 
         int r = env_add_devices(env, req->devices, inv, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
 
         if (req->profile_dir && req->accelerator && *req->accelerator) {
                 r = accel_profile_apply(req->profile_dir, req->accelerator, env);
                 if (r < 0) {
                         *ret_error = xasprintf("launch profile %s/%s.env: %s", req->profile_dir,
                                                req->accelerator, strerror(-r));
-                        goto fail;
+                        return r;
                 }
         }
 
@@ -131,7 +128,11 @@ int agent_env_build(const RankEnvRequest *req, const AgentInventory *inv, char *
                 if (v && !json_object_get(env, inherited_vars[i]))
                         json_object_set_new(env, inherited_vars[i], json_string(v));
         }
+        return 0;
+}
 
+/* Turns env into sorted "KEY=VALUE" strings. Returns NULL with *ret_error on a non-string. */
+static char **env_to_envp(json_t *env, char **ret_error) {
         size_t n = json_object_size(env), i = 0;
         char **envp = xcalloc(n + 1, sizeof(char *));
         const char *key;
@@ -141,20 +142,28 @@ int agent_env_build(const RankEnvRequest *req, const AgentInventory *inv, char *
                         *ret_error = xasprintf("env variable \"%s\" set by a backend or "
                                                "profile is not a string",
                                                key);
-                        agent_env_free(envp);
-                        r = -EINVAL;
-                        goto fail;
+                        return agent_env_free(envp);
                 }
                 envp[i++] = xasprintf("%s=%s", key, json_string_value(value));
         }
         qsort(envp, i, sizeof(char *), env_compare);
+        return envp;
+}
+
+int agent_env_build(const RankEnvRequest *req, const AgentInventory *inv, char ***ret_envp,
+                    char **ret_error) {
+        json_t *env = env_copy_desired(req->env, ret_error);
+        if (!env)
+                return -EINVAL;
+        int r = env_add_layers(env, req, inv, ret_error);
+        char **envp = r < 0 ? NULL : env_to_envp(env, ret_error);
         json_decref(env);
+        if (r < 0)
+                return r;
+        if (!envp)
+                return -EINVAL;
         *ret_envp = envp;
         return 0;
-
-fail:
-        json_decref(env);
-        return r;
 }
 
 char **agent_env_free(char **envp) {

@@ -72,7 +72,6 @@ static void shim_signals_reset(void) {
 /* Runs in the rank's process: never returns. stdout/stderr already go to the log. */
 _Noreturn static void shim_exec_rank(const ShimLaunch *l, const ShimUser *u) {
         setpgid(0, 0);
-        shim_signals_reset();
         close(3); /* the pipe to the agent */
 
         if (u->unknown)
@@ -108,21 +107,25 @@ static int shim_write_pid(const char *dir, const char *name, pid_t pid) {
 _Noreturn static void shim_run(const ShimLaunch *l, const ShimUser *u) {
         ShimPids pids = { .shim = getpid(), .rank = -1 };
 
-        /* Stray terminal or group signals must not cost us the rank's exit status. */
-        signal(SIGHUP, SIG_IGN);
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGPIPE, SIG_IGN);
-
         if (u->do_switch && l->progress_path)
                 (void) chown(l->progress_path, u->uid, u->gid);
         if (u->do_switch)
                 (void) fchown(STDOUT_FILENO, u->uid, u->gid);
 
         (void) shim_write_pid(l->rank_dir, "shim.pid", pids.shim);
+        /*
+         * The rank is forked while every signal is at its default: an ignored SIGTERM
+         * would survive into it (ignored dispositions outlive exec) and a kill arriving
+         * before it could reset them would be lost.
+         */
         pid_t rank = fork();
         if (rank == 0)
                 shim_exec_rank(l, u);
+        /* Stray terminal or group signals must not cost us the rank's exit status. */
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGPIPE, SIG_IGN);
         if (rank < 0) {
                 dprintf(STDERR_FILENO, "axagent: cannot fork rank: %s\n", strerror(errno));
                 (void) agent_shim_write_status(

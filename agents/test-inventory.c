@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inventory from a real machine's hwloc export (IBM POWER8, 2 NUMA nodes, 16 PUs, four
- * P100 GPUs): the counts the controller schedules by, and the register JSON built from
- * them. The device root is an empty directory, so backends that check device nodes
- * report no accelerators and the test does not depend on which backends are built in.
+ * Inventory from hwloc exports. A real machine (IBM POWER8, 2 NUMA nodes, 16 PUs, four
+ * P100 GPUs) gives the counts the controller schedules by and the register JSON built
+ * from them; its device root is empty, so the check does not depend on which backends
+ * are built in. A synthetic HGX H100 host with device nodes under a fake /dev gives
+ * accelerators, which must come out indexed 0..n-1 in PCI bus order.
  */
 #include <string.h>
 #include <sys/stat.h>
@@ -37,6 +38,36 @@ static void test_power8(const char *xml) {
         rmdir(root);
 }
 
+static void test_h100(const char *xml) {
+        _cleanup_free_ char *root = test_tmpdir();
+        _cleanup_free_ char *dev = xasprintf("%s/dev", root);
+        CHECK(mkdir(dev, 0755) == 0);
+        for (int i = 0; i < 8; i++) {
+                _cleanup_free_ char *node = xasprintf("%s/nvidia%d", dev, i);
+                test_write(node, "");
+        }
+        AccelConfig cfg = { .dev_root = root, .sys_root = root };
+        AgentInventory inv;
+        CHECK(agent_inventory_load(&inv, xml, &cfg) == 0);
+        CHECK(inv.numa_nodes == 2);
+        /* Eight GPUs; the NVSwitches of the same vendor are not accelerators. */
+        CHECK(inv.n_devs == 8);
+        for (size_t i = 0; i < inv.n_devs; i++) {
+                CHECK(inv.devs[i].index == (int) i);
+                CHECK(strcmp(inv.devs[i].kind, "nvidia-h100") == 0);
+                if (i > 0)
+                        CHECK(strcmp(inv.devs[i - 1].pci_bus_id, inv.devs[i].pci_bus_id) < 0);
+        }
+        json_t *j = agent_inventory_to_json(&inv);
+        json_t *a = json_array_get(json_object_get(j, "accelerators"), 7);
+        CHECK(json_integer_value(json_object_get(a, "index")) == 7);
+        CHECK(strcmp(json_string_value(json_object_get(a, "pci_bus_id")), inv.devs[7].pci_bus_id) ==
+              0);
+        json_decref(j);
+        agent_inventory_deinit(&inv);
+        util_rm_rf(root);
+}
+
 static void test_missing_file(void) {
         AccelConfig cfg = { .dev_root = "", .sys_root = "" };
         AgentInventory inv = { .cpus = 42 };
@@ -57,12 +88,22 @@ int main(void) {
         test_missing_file();
         test_this_machine();
 
-        const char *dir = getenv("AXCTL_TOPOLOGY_DIR");
-        _cleanup_free_ char *xml = xasprintf("%s/power8-4gpu.xml", dir ? dir : ".");
-        if (access(xml, R_OK) < 0) {
-                fprintf(stderr, "%s not found: skipping the topology checks\n", xml);
+        const char *dir = getenv("TOPOLOGIES_DIR");
+        const char *shared = getenv("SHARED_TOPOLOGIES_DIR");
+        _cleanup_free_ char *h100 = xasprintf("%s/nvidia-h100x8.xml", dir ? dir : ".");
+        _cleanup_free_ char *power8 = xasprintf("%s/power8-4gpu.xml", shared ? shared : ".");
+        int skipped = 0;
+        if (access(h100, R_OK) == 0)
+                test_h100(h100);
+        else
+                skipped++;
+        if (access(power8, R_OK) == 0)
+                test_power8(power8);
+        else
+                skipped++;
+        if (skipped == 2) {
+                fprintf(stderr, "no topology files found: skipping the topology checks\n");
                 return TEST_SKIP;
         }
-        test_power8(xml);
         return 0;
 }

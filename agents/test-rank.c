@@ -28,10 +28,8 @@ static void wait_exit(Rank *r) {
                 if (rank_check_exit(r))
                         return;
         }
-        fprintf(stderr, "rank %ld-%ld-%ld pid %d shim %d state %d\n", (long) r->key.job,
-                (long) r->key.attempt, (long) r->key.rank, (int) r->rank_pid, (int) r->shim_pid,
-                r->state);
-        system("ps -eo pid,ppid,pgid,stat,cmd | tail -20");
+        fprintf(stderr, "rank %ld-%ld-%ld (pid %d) still running\n", (long) r->key.job,
+                (long) r->key.attempt, (long) r->key.rank, (int) r->rank_pid);
         CHECK(!"rank did not exit in time");
 }
 

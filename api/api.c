@@ -18,7 +18,6 @@
 #include "views.h"
 
 #define API_MAX_BODY (1024 * 1024)
-#define API_MAX_WAIT_MS 30000
 
 typedef struct Request Request;
 
@@ -385,11 +384,13 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                 if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0)
                         request_set_ctl_error(req, &err);
                 else if (wait_ms > 0 && node->version == (uint64_t) version) {
+                        /* Held at most one sync period: an answer is the agent's proof of
+                         * contact for its lease, and each request is ours for the node's. */
+                        int64_t period = ctl_config(api->ctl)->sync_period_ms;
                         wait = true;
                         req->wait_node = xstrdup(node->name);
                         req->wait_version = (uint64_t) version;
-                        req->wait_deadline =
-                                util_now_ms() + (wait_ms < API_MAX_WAIT_MS ? wait_ms : API_MAX_WAIT_MS);
+                        req->wait_deadline = util_now_ms() + (wait_ms < period ? wait_ms : period);
                 } else
                         request_set_answer(req, 200, view_desired(api->ctl, node));
                 wire_sync_clear(&msg);

@@ -300,6 +300,8 @@ int cli_submit_load_file(const CliContext *ctx, CliSubmit *s, FILE *in) {
 }
 
 int cli_cmd_submit(CliContext *ctx, int argc, char **argv) {
+        /* Declared before the first goto, so the cleanup never sees an uninitialised value. */
+        _cleanup_json_ json_t *job = NULL;
         CliSubmit s;
         int r = cli_submit_parse(ctx, argc, argv, getenv("USER"), &s);
         if (r != CLI_EXIT_OK || s.help) {
@@ -318,7 +320,6 @@ int cli_cmd_submit(CliContext *ctx, int argc, char **argv) {
                         json_object_set_new(s.spec, "user", json_string(user));
         }
 
-        _cleanup_json_ json_t *job = NULL;
         r = cli_api_call(ctx, "POST", "/v1/jobs", s.spec, s.idempotency_key, &job);
         if (r != CLI_EXIT_OK)
                 goto finish;

@@ -92,7 +92,8 @@ json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank) {
                 set(env, "AXCTL_RESUME_STEP", "%lld", (long long) a->resume_step);
                 set(env, "AXCTL_RESUME_CHECKPOINT", "%s", a->resume_path ? a->resume_path : "");
         } else {
-                set(env, "AXCTL_RESUME_STEP", "0");
+                /* Empty, not "0": a fresh start has no step to resume (DESIGN.md §6). */
+                set(env, "AXCTL_RESUME_STEP", "%s", "");
                 set(env, "AXCTL_RESUME_CHECKPOINT", "%s", "");
         }
         switch (job->spec->framework) {
