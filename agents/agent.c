@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The agent's loop; see agent.h. At most one request to the controller is in flight. A
- * sync is a long-poll held by the controller for at most one sync period, so the
- * controller hears from the agent once per period (its liveness signal) and a change of
- * the desired state arrives as soon as the controller makes it. When the agent has
- * something new to say (a rank started or ended, a new step or checkpoint, a health
- * change) it drops the outstanding long-poll and sends a fresh sync at once. Answers to
- * dropped requests are never looked at, so every applied answer was computed after the
- * controller had seen everything the agent reported before it.
+ * sync is normally a long-poll held by the controller for at most one sync period, so
+ * the controller hears from the agent once per period (its liveness signal) and a
+ * change of the desired state arrives as soon as the controller makes it. When the agent
+ * has news (a rank started or ended, a new checkpoint, a hang, a health change) it drops
+ * a held long-poll and sends a sync that is answered at once; new steps ride along with
+ * the next sync. Answers to dropped requests are never looked at, so every applied
+ * answer was computed after the controller had seen everything reported before it, and
+ * the version sent with each sync is that of the desired state already applied.
  */
 #include "agent.h"
 
@@ -81,8 +82,8 @@ struct Agent {
         int64_t next_scan_ms;
         int64_t next_health_ms;
         AgentHealthCmd *healthcmd;
-        bool cmd_healthy;
-        char *cmd_reason;
+        char *cmd_reason; /* the health command's verdict, NULL when healthy */
+        char *probe_reason; /* the backends' verdict, NULL when healthy */
         AgentHealth health;
         AgentCheckpoint *ckpts;
         size_t n_ckpts;
@@ -122,7 +123,6 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
         a->sigfd = -1;
         a->lease_ms = AGENT_DEFAULT_LEASE_MS;
         a->sync_period_ms = AGENT_DEFAULT_SYNC_PERIOD_MS;
-        a->cmd_healthy = true;
         a->health.healthy = true;
         a->controller = xstrdup(cfg->controller);
         for (size_t n = strlen(a->controller); n > 0 && a->controller[n - 1] == '/'; n--)
@@ -217,6 +217,7 @@ Agent *agent_free(Agent *a) {
                 free(a->ckpts[i].path);
         free(a->ckpts);
         free(a->cmd_reason);
+        free(a->probe_reason);
         free(a->health.reason);
         if (a->sigfd >= 0)
                 close(a->sigfd);
@@ -613,9 +614,24 @@ static void agent_health_update(Agent *a, bool healthy, char *reason) {
         a->health.reason = reason;
 }
 
-/* Combines the last health command verdict with fresh backend probes. */
-static void agent_health_evaluate(Agent *a) {
-        char *reason = a->cmd_healthy ? NULL : xstrdup(a->cmd_reason ? a->cmd_reason : "");
+/* The node's health: both verdicts, joined, within the size the controller takes. */
+static void agent_health_combine(Agent *a) {
+        char *reason = NULL;
+        if (a->cmd_reason || a->probe_reason) {
+                char *joined = xasprintf("%s%s%s", a->cmd_reason ? a->cmd_reason : "",
+                                         a->cmd_reason && a->probe_reason ? "; " : "",
+                                         a->probe_reason ? a->probe_reason : "");
+                reason = agent_health_reason_trim(joined, strlen(joined));
+                free(joined);
+                if (!reason)
+                        reason = xstrdup("unhealthy");
+        }
+        agent_health_update(a, reason == NULL, reason);
+}
+
+/* Asks every backend about its devices (none is fine: a backend then says healthy). */
+static void agent_health_probe(Agent *a) {
+        char *reason = NULL;
         for (size_t b = 0; accel_backends[b]; b++) {
                 const AccelBackend *backend = accel_backends[b];
                 if (!backend->health)
@@ -623,32 +639,24 @@ static void agent_health_evaluate(Agent *a) {
                 /* This backend's devices are a contiguous run of the inventory. */
                 size_t first = 0, n = 0;
                 for (size_t i = 0; i < a->inv.n_devs; i++)
-                        if (a->inv.devs[i].backend == backend) {
-                                if (n++ == 0)
-                                        first = i;
-                        }
+                        if (a->inv.devs[i].backend == backend && n++ == 0)
+                                first = i;
                 char *why = NULL;
                 int r = backend->health(a->inv.devs + first, n, &a->accel_cfg, &why);
                 if (r < 0)
                         log_debug("Health probe of %s failed: %s", backend->name, strerror(-r));
                 if (r == 1) {
                         /* Backends name the device in their reason already. */
-                        char *joined = why ? xasprintf("%s%s%s", reason ? reason : "",
-                                                       reason ? "; " : "", why)
-                                           : xasprintf("%s%s%s: unhealthy",
-                                                       reason ? reason : "",
-                                                       reason ? "; " : "", backend->name);
+                        char *joined = xasprintf("%s%s%s%s", reason ? reason : "",
+                                                 reason ? "; " : "", why ? why : backend->name,
+                                                 why ? "" : ": unhealthy");
                         free(reason);
                         reason = joined;
                 }
                 free(why);
         }
-        if (reason && strlen(reason) > AGENT_HEALTH_REASON_MAX) {
-                char *cut = agent_health_reason_trim(reason, strlen(reason));
-                free(reason);
-                reason = cut;
-        }
-        agent_health_update(a, reason == NULL, reason);
+        free(a->probe_reason);
+        a->probe_reason = reason;
 }
 
 static void agent_health_tick(Agent *a, int64_t now) {
@@ -660,7 +668,8 @@ static void agent_health_tick(Agent *a, int64_t now) {
                 if (r < 0)
                         log_warning("Cannot run the health command: %s", strerror(-r));
         }
-        agent_health_evaluate(a);
+        agent_health_probe(a);
+        agent_health_combine(a);
 }
 
 static void agent_healthcmd_poll(Agent *a, int64_t now) {
@@ -670,10 +679,11 @@ static void agent_healthcmd_poll(Agent *a, int64_t now) {
         char *reason;
         if (agent_healthcmd_process(a->healthcmd, now, &healthy, &reason) <= 0)
                 return;
-        a->cmd_healthy = healthy;
         free(a->cmd_reason);
-        a->cmd_reason = reason;
-        agent_health_evaluate(a);
+        a->cmd_reason = healthy ? NULL : reason;
+        if (healthy)
+                free(reason);
+        agent_health_combine(a);
 }
 
 static void agent_fence_check(Agent *a, int64_t now) {

@@ -533,7 +533,7 @@ int api_new(Controller *ctl, int listen_fd, Api **ret) {
                 on_request, api, MHD_OPTION_LISTEN_SOCKET, listen_fd,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, api, MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned) 120, MHD_OPTION_CONNECTION_LIMIT, (unsigned) 4000,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) 256 * 1024,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) 64 * 1024,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
         if (!api->mhd) {
                 free(api);

@@ -23,6 +23,9 @@ struct Controller {
         int64_t next_job_id;
         bool in_turn_tx; /* a store transaction is open for this turn */
         bool sched_needed;
+        bool sched_full; /* capacity or eligibility changed: a pass over every waiting job */
+        Job **fresh; /* submitted since the last pass */
+        int n_fresh, cap_fresh;
         bool sweep_needed; /* a job may have ended or a rank died: prune the active list */
         int64_t last_sched_ms; /* monotonic time of the last scheduling pass */
         int64_t next_restart_ms; /* earliest restart_at of a restarting job, INT64_MAX none */
@@ -38,6 +41,9 @@ void ctl_job_dirty(Controller *ctl, Job *job);
 void ctl_node_dirty(Controller *ctl, Node *node);
 void ctl_event(Controller *ctl, int64_t job, const char *node, const char *kind, const char *fmt,
                ...) __attribute__((format(printf, 5, 6)));
+
+/* Recomputes a node's usage from the alive ranks (after load or a new inventory). */
+void ctl_node_recount(Controller *ctl, Node *node);
 
 /* persist.c */
 int ctl_persist_dirty(Controller *ctl);

@@ -111,7 +111,7 @@ int ctl_new(const CtlConfig *config, Controller **ret) {
                 ctl_free(ctl);
                 return r;
         }
-        ctl->sched_needed = true;
+        ctl->sched_needed = ctl->sched_full = true;
         ctl->sweep_needed = true;
         ctl->next_restart_ms = util_now_ms();
         *ret = ctl;
@@ -130,6 +130,7 @@ Controller *ctl_free(Controller *ctl) {
         free(ctl->nodes);
         free(ctl->dirty_jobs);
         free(ctl->dirty_nodes);
+        free(ctl->fresh);
         strmap_free(ctl->idempotency);
         strmap_free(ctl->node_index);
         store_close(ctl->store);
@@ -184,11 +185,64 @@ static void job_set_state(Controller *ctl, Job *job, JobState state, const char 
         if (job_state_is_terminal(state))
                 ctl->sweep_needed = true;
         ctl_job_dirty(ctl, job);
+        /* Starting or running takes capacity, which cannot help anyone waiting; ending,
+         * restarting or going back to the queue can. */
         ctl->sched_needed = true;
+        if (state != JOB_STARTING && state != JOB_RUNNING)
+                ctl->sched_full = true;
 }
 
 static bool rank_desired(const Rank *r) {
         return r->state == RANK_ASSIGNED || r->state == RANK_RUNNING;
+}
+
+/* Adds (delta 1) or takes back (delta -1) what rank r of job holds on node. */
+static void node_usage_apply(Node *node, Job *job, Rank *r, int delta) {
+        int i = 0;
+        while (i < node->n_jobs && node->jobs[i].job != job)
+                i++;
+        if (i == node->n_jobs) {
+                GROW(node->jobs, node->n_jobs, node->cap_jobs);
+                node->jobs[node->n_jobs++] = (NodeJob){.job = job};
+        }
+        node->jobs[i].alive_ranks += delta;
+        if (node->jobs[i].alive_ranks <= 0)
+                node->jobs[i] = node->jobs[--node->n_jobs];
+        node->used_cpus += delta * job->spec->cpus;
+        node->used_memory_mb += delta * job->spec->memory_mb;
+        node->alive_ranks += delta;
+        for (int d = 0; d < r->n_devices; d++)
+                if (r->devices[d] >= 0 && r->devices[d] < node->n_devices)
+                        node->device_used[r->devices[d]] += delta;
+}
+
+void ctl_node_recount(Controller *ctl, Node *node) {
+        node->used_cpus = node->alive_ranks = 0;
+        node->used_memory_mb = 0;
+        node->n_jobs = 0;
+        memset(node->device_used, 0, (size_t) node->n_devices * sizeof(int));
+        for (int j = 0; j < ctl->n_active; j++) {
+                Job *job = ctl->active[j];
+                for (int k = 0; k < job->n_ranks; k++) {
+                        Rank *r = &job->ranks[k];
+                        if (r->alive && r->node_name && strcmp(r->node_name, node->name) == 0)
+                                node_usage_apply(node, job, r, 1);
+                }
+        }
+}
+
+/* The rank's process is known to be gone: its node's resources are free again. */
+static void rank_set_dead(Controller *ctl, Job *job, Rank *r) {
+        if (!r->alive)
+                return;
+        r->alive = false;
+        r->dirty = true;
+        Node *node = ctl_node_find(ctl, r->node_name);
+        if (node)
+                node_usage_apply(node, job, r, -1);
+        ctl_job_dirty(ctl, job);
+        ctl->sweep_needed = true;
+        ctl->sched_needed = ctl->sched_full = true;
 }
 
 /*
@@ -207,7 +261,7 @@ static void job_stop_ranks(Controller *ctl, Job *job) {
                         node_bump(node);
                         r->stop_version = node->version;
                 } else
-                        r->alive = false;
+                        rank_set_dead(ctl, job, r);
         }
         ctl_job_dirty(ctl, job);
 }
@@ -357,34 +411,23 @@ static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
         snap->label_pool = xcalloc(n_labels + 1, sizeof(SchedLabel));
         snap->s.nodes = xcalloc((size_t) ctl->n_nodes + 1, sizeof(SchedNode));
         snap->node_of = xcalloc((size_t) ctl->n_nodes + 1, sizeof(Node *));
-        StrMap *index = strmap_new();
         for (int i = 0, off = 0; i < ctl->n_nodes; i++) {
                 Node *node = ctl->nodes[i];
                 sched_node_fill(node, &snap->s.nodes[i], snap->label_pool + off);
                 off += snap->s.nodes[i].n_labels;
                 snap->node_of[i] = node;
-                strmap_put(index, node->name, &snap->s.nodes[i]);
         }
         snap->s.n_nodes = ctl->n_nodes;
         /* Subtract what live ranks hold. */
-        for (int j = 0; with_usage && j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
-                for (int k = 0; k < job->n_ranks; k++) {
-                        Rank *r = &job->ranks[k];
-                        if (!r->alive)
-                                continue;
-                        SchedNode *sn = strmap_get(index, r->node_name);
-                        if (!sn)
-                                continue;
-                        sn->cpus_free -= job->spec->cpus;
-                        if (sn->memory_free_mb >= 0)
-                                sn->memory_free_mb -= job->spec->memory_mb;
-                        for (int d = 0; d < r->n_devices; d++)
-                                if (r->devices[d] >= 0 && r->devices[d] < sn->n_devices)
-                                        sn->devices[r->devices[d]].free = false;
-                }
+        for (int i = 0; with_usage && i < ctl->n_nodes; i++) {
+                Node *node = ctl->nodes[i];
+                SchedNode *sn = &snap->s.nodes[i];
+                sn->cpus_free -= node->used_cpus;
+                if (sn->memory_free_mb >= 0)
+                        sn->memory_free_mb -= node->used_memory_mb;
+                for (int d = 0; d < node->n_devices; d++)
+                        sn->devices[d].free = node->device_used[d] == 0;
         }
-        strmap_free(index);
 }
 
 static void snapshot_free(Snapshot *snap) {
@@ -399,37 +442,18 @@ static void snapshot_free(Snapshot *snap) {
 }
 
 bool ctl_node_device_free(Controller *ctl, Node *node, int device) {
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
-                for (int k = 0; k < job->n_ranks; k++) {
-                        Rank *r = &job->ranks[k];
-                        if (!r->alive || strcmp(r->node_name, node->name) != 0)
-                                continue;
-                        for (int d = 0; d < r->n_devices; d++)
-                                if (r->devices[d] == device)
-                                        return false;
-                }
-        }
-        return true;
+        return device >= 0 && device < node->n_devices && node->device_used[device] == 0;
 }
 
 void ctl_node_free_capacity(Controller *ctl, Node *node, int *ret_cpus, int *ret_free_devices,
                             int *ret_ranks) {
-        int cpus = node->cpus, devs = node->n_devices, ranks = 0;
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
-                for (int k = 0; k < job->n_ranks; k++) {
-                        Rank *r = &job->ranks[k];
-                        if (!r->alive || strcmp(r->node_name, node->name) != 0)
-                                continue;
-                        cpus -= job->spec->cpus;
-                        devs -= r->n_devices;
-                        ranks++;
-                }
-        }
-        *ret_cpus = cpus;
-        *ret_free_devices = devs;
-        *ret_ranks = ranks;
+        int used = 0;
+        for (int d = 0; d < node->n_devices; d++)
+                if (node->device_used[d])
+                        used++;
+        *ret_cpus = node->cpus - node->used_cpus;
+        *ret_free_devices = node->n_devices - used;
+        *ret_ranks = node->alive_ranks;
 }
 
 /* Starts a new attempt of job on the placement's nodes. */
@@ -475,6 +499,7 @@ static void job_start_attempt(Controller *ctl, Job *job, const SchedPlacement *p
                              .assign_version = node_of[ni]->version, .dirty = true};
                 memcpy(rk->devices, pl->rank_devices + (size_t) r * (size_t) pl->accelerators_per_rank,
                        (size_t) pl->accelerators_per_rank * sizeof(int));
+                node_usage_apply(node_of[ni], job, rk, 1);
         }
         free(node_rank_of);
         free(local_count);
@@ -501,27 +526,41 @@ static void ctl_schedule(Controller *ctl) {
         Snapshot snap = {0};
         int n_wait = 0;
         ctl->last_sched_ms = now;
-        ctl->next_restart_ms = INT64_MAX;
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
+        /*
+         * When nothing but submits happened since the last pass, the jobs that waited
+         * then still cannot fit the same free capacity: a pass over the new jobs alone
+         * decides the same, at a cost that does not grow with the queue.
+         */
+        Job **cand = ctl->active;
+        int n_cand = ctl->n_active;
+        if (!ctl->sched_full) {
+                cand = ctl->fresh;
+                n_cand = ctl->n_fresh;
+        } else
+                ctl->next_restart_ms = INT64_MAX;
+        for (int j = 0; j < n_cand; j++) {
+                Job *job = cand[j];
                 if (job_waiting(ctl, job, now))
                         n_wait++;
-                else if (job->state == JOB_RESTARTING && job->restart_at_ms > now &&
-                         job->restart_at_ms < ctl->next_restart_ms)
+                else if (ctl->sched_full && job->state == JOB_RESTARTING &&
+                         job->restart_at_ms > now && job->restart_at_ms < ctl->next_restart_ms)
                         ctl->next_restart_ms = job->restart_at_ms;
         }
-        if (n_wait == 0)
+        ctl->sched_full = false;
+        if (n_wait == 0) {
+                ctl->n_fresh = 0;
                 return;
+        }
         snapshot_nodes(ctl, &snap, true);
         snap.s.jobs = xcalloc((size_t) n_wait + 1, sizeof(SchedJob));
         snap.job_of = xcalloc((size_t) n_wait + 1, sizeof(Job *));
         size_t n_sel = 0;
-        for (int j = 0; j < ctl->n_active; j++)
-                if (job_waiting(ctl, ctl->active[j], now))
-                        n_sel += json_object_size(ctl->active[j]->spec->node_selector);
+        for (int j = 0; j < n_cand; j++)
+                if (job_waiting(ctl, cand[j], now))
+                        n_sel += json_object_size(cand[j]->spec->node_selector);
         snap.selector_pool = xcalloc(n_sel + 1, sizeof(SchedLabel));
-        for (int j = 0, off = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
+        for (int j = 0, off = 0; j < n_cand; j++) {
+                Job *job = cand[j];
                 if (!job_waiting(ctl, job, now))
                         continue;
                 SchedJob *sj = &snap.s.jobs[snap.s.n_jobs];
@@ -541,6 +580,7 @@ static void ctl_schedule(Controller *ctl) {
                 sched_result_clear(&res);
         }
         snapshot_free(&snap);
+        ctl->n_fresh = 0;
 }
 
 int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_key,
@@ -622,6 +662,8 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
         ctl_job_dirty(ctl, job);
         ctl_event(ctl, job->id, NULL, "job_submitted", "%s by %s in %s: %d ranks", spec->name,
                   spec->user, spec->project, spec->ranks);
+        GROW(ctl->fresh, ctl->n_fresh, ctl->cap_fresh);
+        ctl->fresh[ctl->n_fresh++] = job;
         ctl->sched_needed = true;
         *ret_job = job;
         *ret_created = true;
@@ -658,19 +700,16 @@ static void node_ranks_gone(Controller *ctl, Node *node, EndReason reason, const
                         Rank *r = &job->ranks[k];
                         if (!r->alive || strcmp(r->node_name, node->name) != 0)
                                 continue;
-                        r->alive = false;
-                        ctl->sweep_needed = true;
+                        rank_set_dead(ctl, job, r);
                         if (rank_desired(r)) {
                                 r->state = RANK_LOST;
                                 hit = true;
                         }
-                        r->dirty = true;
-                        ctl_job_dirty(ctl, job);
                 }
                 if (hit)
                         job_attempt_failed(ctl, job, reason, node, -1, 0, detail);
         }
-        ctl->sched_needed = true;
+        ctl->sched_needed = ctl->sched_full = true;
 }
 
 static void node_set_state(Controller *ctl, Node *node, NodeState state, const char *reason) {
@@ -683,7 +722,7 @@ static void node_set_state(Controller *ctl, Node *node, NodeState state, const c
                 node->state = state;
         }
         ctl_node_dirty(ctl, node);
-        ctl->sched_needed = true;
+        ctl->sched_needed = ctl->sched_full = true;
 }
 
 static void node_fail_live_attempts(Controller *ctl, Node *node, EndReason reason,
@@ -731,6 +770,7 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         json_decref(node->labels);
         node->labels = msg->labels ? json_deep_copy(msg->labels) : json_object();
         ctl_node_set_inventory(node, msg->inventory);
+        ctl_node_recount(ctl, node);
         node->last_sync_mono = util_now_ms();
         node->last_seen_ms = util_wall_ms();
         node->connected = true;
@@ -740,7 +780,7 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         if (node->state == NODE_DOWN)
                 node_set_state(ctl, node, NODE_READY, "registered again");
         ctl_node_dirty(ctl, node);
-        ctl->sched_needed = true;
+        ctl->sched_needed = ctl->sched_full = true;
         *ret_node = node;
         return 0;
 }
@@ -792,13 +832,9 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
         }
         if (!r->alive)
                 return;
-        r->alive = false;
-        ctl->sweep_needed = true;
+        rank_set_dead(ctl, job, r);
         r->exit_code = rr->exit_code;
         r->signal = rr->signal;
-        r->dirty = true;
-        ctl_job_dirty(ctl, job);
-        ctl->sched_needed = true;
         if (!rank_desired(r))
                 return; /* we stopped it: this is the confirmation */
         node_bump(node);
@@ -868,9 +904,14 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
                 checkpoint_report(ctl, &msg->checkpoints[i]);
 
         /* Ranks the agent no longer has, although it had applied the state that stopped
-         * them (or that started them): they are gone. */
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
+         * them (or that started them): they are gone. Iterate a copy of the node's job
+         * list: marking ranks dead edits it. */
+        int n_node_jobs = node->n_jobs;
+        Job **node_jobs = xcalloc((size_t) n_node_jobs + 1, sizeof(Job *));
+        for (int j = 0; j < n_node_jobs; j++)
+                node_jobs[j] = node->jobs[j].job;
+        for (int j = 0; j < n_node_jobs; j++) {
+                Job *job = node_jobs[j];
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *r = &job->ranks[k];
                         if (!r->alive || strcmp(r->node_name, node->name) != 0)
@@ -883,17 +924,12 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
                         if (reported)
                                 continue;
                         if (!rank_desired(r) && r->stop_version && applied_version >= r->stop_version) {
-                                r->alive = false;
-                                ctl->sweep_needed = true;
-                                r->dirty = true;
-                                ctl_job_dirty(ctl, job);
-                                ctl->sched_needed = true;
+                                rank_set_dead(ctl, job, r);
                         } else if (r->state == RANK_RUNNING && applied_version > r->assign_version &&
                                    job_attempt_live(job)) {
                                 /* It ran, and the agent lost it without an exit status. */
-                                r->alive = false;
+                                rank_set_dead(ctl, job, r);
                                 r->state = RANK_FAILED;
-                                r->dirty = true;
                                 char detail[160];
                                 snprintf(detail, sizeof(detail),
                                          "rank %d vanished from %s without an exit status",
@@ -902,6 +938,7 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
                         }
                 }
         }
+        free(node_jobs);
         *ret_node = node;
         return 0;
 }
@@ -937,9 +974,20 @@ int ctl_node_undrain(Controller *ctl, const char *name, Node **ret_node, CtlErro
         return 0;
 }
 
+static int job_id_cmp(const void *a, const void *b) {
+        const Job *x = *(Job *const *) a, *y = *(Job *const *) b;
+        return x->id < y->id ? -1 : x->id > y->id;
+}
+
 void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void *userdata) {
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
+        /* Desired ranks are alive, so the node's job list holds all of them. Ordered by
+         * job id for stable answers. */
+        Job **jobs = xcalloc((size_t) node->n_jobs + 1, sizeof(Job *));
+        for (int j = 0; j < node->n_jobs; j++)
+                jobs[j] = node->jobs[j].job;
+        qsort(jobs, (size_t) node->n_jobs, sizeof(Job *), job_id_cmp);
+        for (int j = 0; j < node->n_jobs; j++) {
+                Job *job = jobs[j];
                 if (!job_attempt_live(job))
                         continue;
                 for (int k = 0; k < job->n_ranks; k++) {
@@ -948,6 +996,7 @@ void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void
                                 fn(userdata, job, r);
                 }
         }
+        free(jobs);
 }
 
 int64_t ctl_next_deadline_ms(Controller *ctl) {
@@ -984,7 +1033,7 @@ void ctl_tick(Controller *ctl) {
                 node_ranks_gone(ctl, n, END_NODE_LOST, reason);
         }
         if (ctl->next_restart_ms <= now)
-                ctl->sched_needed = true;
+                ctl->sched_needed = ctl->sched_full = true;
 }
 
 bool ctl_turn_has_writes(Controller *ctl) {

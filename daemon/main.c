@@ -32,7 +32,8 @@ static void usage(FILE *f) {
               "and restarts failed gangs from their last checkpoint.\n"
               "\n"
               "  --listen HOST:PORT      address to serve on (default 127.0.0.1:8470;\n"
-              "                          port 0 picks a free port and prints it)\n"
+              "                          port 0 picks a free port and prints it;\n"
+              "                          ignored when systemd passes a socket)\n"
               "  --db PATH               SQLite state database (default ./axctld.db)\n"
               "  --lease-ms N            agent lease (default 5000)\n"
               "  --grace-ms N            extra wait before a silent node is lost (default 1000)\n"
@@ -187,8 +188,15 @@ int main(int argc, char **argv) {
                         strerror(-r));
                 return 1;
         }
-        int port = 0;
-        int lfd = listen_on(listen_addr, &port);
+        int port = 0, lfd;
+        /* Socket activation (axctld.socket): systemd hands over the listening socket. */
+        int n_fds = sd_listen_fds(1);
+        bool activated = n_fds >= 1 && sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0;
+        if (activated) {
+                lfd = SD_LISTEN_FDS_START;
+                listen_addr = "socket-activated:0";
+        } else
+                lfd = listen_on(listen_addr, &port);
         if (lfd < 0) {
                 fprintf(stderr, "axctld: cannot listen on %s: %s\n", listen_addr, strerror(-lfd));
                 ctl_free(ctl);
@@ -209,6 +217,22 @@ int main(int argc, char **argv) {
         /* The one line on stdout: scripts and tests read the address from it. */
         _cleanup_free_ char *host = xstrdup(listen_addr);
         *strrchr(host, ':') = '\0';
+        if (activated) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof(ss);
+                char buf[INET6_ADDRSTRLEN] = "?";
+                if (getsockname(lfd, (struct sockaddr *) &ss, &len) == 0) {
+                        bool v6 = ss.ss_family == AF_INET6;
+                        inet_ntop(ss.ss_family,
+                                  v6 ? (void *) &((struct sockaddr_in6 *) &ss)->sin6_addr
+                                     : (void *) &((struct sockaddr_in *) &ss)->sin_addr,
+                                  buf, sizeof(buf));
+                        port = ntohs(v6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                                        : ((struct sockaddr_in *) &ss)->sin_port);
+                }
+                free(host);
+                host = xstrdup(buf);
+        }
         printf("listening on http://%s:%d\n", host, port);
         fflush(stdout);
         log_info("serving on %s:%d, state in %s", host, port, cfg.db_path);

@@ -79,6 +79,11 @@ typedef struct NodeDevice {
 
 #define NODE_BLAME_HISTORY 16
 
+typedef struct NodeJob {
+        Job *job;
+        int alive_ranks;
+} NodeJob;
+
 struct Node {
         char *name, *hostname, *address, *boot_id;
         json_t *labels; /* object of strings */
@@ -93,6 +98,13 @@ struct Node {
         int64_t last_seen_ms; /* wall, persisted on transitions only */
         uint64_t version; /* of its desired state */
         bool connected; /* registered or synced since this controller started */
+        /* What alive ranks hold, kept up to date as ranks start and die. */
+        int used_cpus;
+        int64_t used_memory_mb;
+        int *device_used; /* per inventory device: alive ranks holding it */
+        int alive_ranks;
+        struct NodeJob *jobs; /* jobs with alive ranks here, and how many */
+        int n_jobs, cap_jobs;
         int64_t blame_times[NODE_BLAME_HISTORY];
         int n_blame;
         bool dirty;

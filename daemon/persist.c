@@ -70,6 +70,8 @@ Node *node_free(Node *node) {
         for (int i = 0; i < node->n_devices; i++)
                 free(node->devices[i].kind);
         free(node->devices);
+        free(node->device_used);
+        free(node->jobs);
         free(node);
         return NULL;
 }
@@ -106,6 +108,8 @@ void ctl_node_set_inventory(Node *node, json_t *inventory) {
         json_t *acc = json_object_get(node->inventory, "accelerators");
         node->n_devices = (int) json_array_size(acc);
         node->devices = xcalloc((size_t) node->n_devices + 1, sizeof(NodeDevice));
+        free(node->device_used);
+        node->device_used = xcalloc((size_t) node->n_devices + 1, sizeof(int));
         for (int i = 0; i < node->n_devices; i++) {
                 json_t *a = json_array_get(acc, (size_t) i);
                 const char *kind = json_str(a, "kind");
@@ -340,6 +344,8 @@ int ctl_load(Controller *ctl) {
             (r = store_attempts_load(ctl->store, load_attempt, ctl)) < 0 ||
             (r = store_ranks_load(ctl->store, load_rank, ctl)) < 0)
                 return r;
+        for (int i = 0; i < ctl->n_nodes; i++)
+                ctl_node_recount(ctl, ctl->nodes[i]);
         /* Versions are not stored: make stop and start confirmations count from now. */
         for (int j = 0; j < ctl->n_active; j++) {
                 Job *job = ctl->active[j];
