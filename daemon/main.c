@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -21,9 +22,12 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "config.h"
 #include "controller.h"
 #include "log.h"
 #include "util.h"
+
+#define DEFAULT_CONFIG "/etc/axctl/axctld.conf"
 
 static void usage(FILE *f) {
         fputs("Usage: axctld [OPTIONS]\n"
@@ -31,6 +35,8 @@ static void usage(FILE *f) {
               "The axctl controller: queues jobs, places their ranks on nodes, watches them\n"
               "and restarts failed gangs from their last checkpoint.\n"
               "\n"
+              "  --config PATH           configuration file (default " DEFAULT_CONFIG ",\n"
+              "                          read only if it exists); flags win over it\n"
               "  --listen HOST:PORT      address to serve on (default 127.0.0.1:8470;\n"
               "                          port 0 picks a free port and prints it;\n"
               "                          ignored when systemd passes a socket)\n"
@@ -41,21 +47,191 @@ static void usage(FILE *f) {
               "  --quarantine-after N    blames that quarantine a node (default 3, 0 = never)\n"
               "  --quarantine-window-s N window for those blames (default 3600)\n"
               "  --log-level LEVEL       error, warning, info or debug (default info)\n"
-              "  -h, --help              show this help\n",
+              "  -h, --help              show this help\n"
+              "\n"
+              "Every option but --config and --help is also a key of the configuration file,\n"
+              "written with '_' for '-' (lease_ms = 5000). See axctld(8).\n",
               f);
 }
 
-/* Parses a positive integer option or exits with a one-line error. */
-static int64_t parse_positive(const char *opt, const char *s, int64_t min) {
+enum {
+        OPT_LISTEN = 256,
+        OPT_DB,
+        OPT_LEASE_MS,
+        OPT_GRACE_MS,
+        OPT_SYNC_PERIOD_MS,
+        OPT_QUARANTINE_AFTER,
+        OPT_QUARANTINE_WINDOW_S,
+        OPT_LOG_LEVEL,
+        OPT_CONFIG,
+};
+
+static const struct option options[] = {
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"db", required_argument, NULL, OPT_DB},
+        {"lease-ms", required_argument, NULL, OPT_LEASE_MS},
+        {"grace-ms", required_argument, NULL, OPT_GRACE_MS},
+        {"sync-period-ms", required_argument, NULL, OPT_SYNC_PERIOD_MS},
+        {"quarantine-after", required_argument, NULL, OPT_QUARANTINE_AFTER},
+        {"quarantine-window-s", required_argument, NULL, OPT_QUARANTINE_WINDOW_S},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"help", no_argument, NULL, 'h'},
+        {},
+};
+/* Options that only make sense on the command line. */
+static const char *const flag_only[] = {"config", NULL};
+
+/* Everything the configuration file and the flags set, in that order. */
+typedef struct Settings {
+        char *listen;
+        char *db_path;
+        CtlConfig ctl;
+        LogLevel level;
+} Settings;
+
+/* Parses a decimal integer in [min, max]; false when s is not one. */
+static bool int_parse(const char *s, int64_t min, int64_t max, int64_t *ret) {
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
-        if (errno || end == s || *end || v < min) {
-                fprintf(stderr, "axctld: %s needs an integer of at least %lld, not '%s'\n", opt,
-                        (long long) min, s);
+        if (errno || end == s || *end || v < min || v > max)
+                return false;
+        *ret = v;
+        return true;
+}
+
+/*
+ * Sets one option from its text, for a flag and a configuration key alike (see
+ * config.h). The limits keep the timing sane: a lease below 100 ms cannot be kept over
+ * a real network, and every value must fit the loop's int milliseconds.
+ */
+static int settings_set(void *userdata, int opt, const char *value, const char **ret_reason) {
+        Settings *s = userdata;
+        const int64_t day_ms = 24LL * 3600 * 1000;
+        int64_t v;
+        switch (opt) {
+        case OPT_LISTEN:
+                if (!strrchr(value, ':')) {
+                        *ret_reason = "needs HOST:PORT";
+                        return -EINVAL;
+                }
+                free(s->listen);
+                s->listen = xstrdup(value);
+                return 0;
+        case OPT_DB:
+                if (!*value) {
+                        *ret_reason = "needs a file name";
+                        return -EINVAL;
+                }
+                free(s->db_path);
+                s->db_path = xstrdup(value);
+                return 0;
+        case OPT_LEASE_MS:
+                if (!int_parse(value, 100, day_ms, &v)) {
+                        *ret_reason = "needs milliseconds, at least 100";
+                        return -EINVAL;
+                }
+                s->ctl.lease_ms = v;
+                return 0;
+        case OPT_GRACE_MS:
+                if (!int_parse(value, 0, day_ms, &v)) {
+                        *ret_reason = "needs milliseconds, at least 0";
+                        return -EINVAL;
+                }
+                s->ctl.grace_ms = v;
+                return 0;
+        case OPT_SYNC_PERIOD_MS:
+                if (!int_parse(value, 10, day_ms, &v)) {
+                        *ret_reason = "needs milliseconds, at least 10";
+                        return -EINVAL;
+                }
+                s->ctl.sync_period_ms = v;
+                return 0;
+        case OPT_QUARANTINE_AFTER:
+                if (!int_parse(value, 0, 1000000, &v)) {
+                        *ret_reason = "needs a count, at least 0 (0 = never)";
+                        return -EINVAL;
+                }
+                s->ctl.quarantine_after = (int) v;
+                return 0;
+        case OPT_QUARANTINE_WINDOW_S:
+                if (!int_parse(value, 1, 365LL * 24 * 3600, &v)) {
+                        *ret_reason = "needs seconds, at least 1";
+                        return -EINVAL;
+                }
+                s->ctl.quarantine_window_ms = v * 1000;
+                return 0;
+        case OPT_LOG_LEVEL:
+                if (log_level_from_string(value) == _LOG_LEVEL_INVALID) {
+                        *ret_reason = "needs error, warning, info or debug";
+                        return -EINVAL;
+                }
+                s->level = log_level_from_string(value);
+                return 0;
+        default:
+                *ret_reason = "not a setting";
+                return -EINVAL;
+        }
+}
+
+/*
+ * Reads the command line and the configuration file into s, or exits: 0 after --help,
+ * 2 on a usage or configuration error (the unit's RestartPreventExitStatus=2 then stops
+ * systemd from restarting a controller that cannot start). *ret_config gets the file
+ * that was read, or NULL.
+ */
+static void settings_parse(Settings *s, int argc, char **argv, const char **ret_config) {
+        /* Flags are applied after the file, which --config names: keep them until then. */
+        _cleanup_free_ int *opts = xcalloc((size_t) argc + 1, sizeof(int));
+        _cleanup_free_ char **args = xcalloc((size_t) argc + 1, sizeof(char *));
+        const char *config = NULL;
+        int n = 0, c;
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        usage(stdout);
+                        exit(0);
+                case OPT_CONFIG:
+                        config = optarg;
+                        break;
+                case '?':
+                case ':':
+                        fprintf(stderr, "axctld: see axctld --help\n");
+                        exit(2);
+                default:
+                        opts[n] = c;
+                        args[n++] = optarg;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "axctld: unexpected argument '%s' (see axctld --help)\n",
+                        argv[optind]);
                 exit(2);
         }
-        return v;
+        _cleanup_free_ char *error = NULL;
+        if (config_load_and_apply(config, DEFAULT_CONFIG, options, flag_only, settings_set, s,
+                                  ret_config, &error) < 0) {
+                fprintf(stderr, "axctld: %s\n", error);
+                exit(2);
+        }
+        for (int i = 0; i < n; i++) {
+                const char *reason = "invalid value";
+                if (settings_set(s, opts[i], args[i], &reason) < 0) {
+                        const struct option *o = options;
+                        while (o->name && o->val != opts[i])
+                                o++;
+                        fprintf(stderr, "axctld: --%s %s, not '%s'\n", o->name, reason, args[i]);
+                        exit(2);
+                }
+        }
+        if (s->ctl.sync_period_ms >= s->ctl.lease_ms) {
+                fprintf(stderr, "axctld: the sync period (%lld ms) must be below the lease "
+                                "(%lld ms)\n",
+                        (long long) s->ctl.sync_period_ms, (long long) s->ctl.lease_ms);
+                exit(2);
+        }
+        s->ctl.db_path = s->db_path;
 }
 
 /* Binds host:port and listens; returns the fd or -errno. */
@@ -104,73 +280,20 @@ static int listen_on(const char *address, int *ret_port) {
 }
 
 int main(int argc, char **argv) {
-        static const struct option options[] = {
-                {"listen", required_argument, NULL, 'l'},
-                {"db", required_argument, NULL, 'd'},
-                {"lease-ms", required_argument, NULL, 'L'},
-                {"grace-ms", required_argument, NULL, 'g'},
-                {"sync-period-ms", required_argument, NULL, 's'},
-                {"quarantine-after", required_argument, NULL, 'q'},
-                {"quarantine-window-s", required_argument, NULL, 'w'},
-                {"log-level", required_argument, NULL, 'v'},
-                {"help", no_argument, NULL, 'h'},
-                {},
+        Settings settings = {
+                .listen = xstrdup("127.0.0.1:8470"),
+                .db_path = xstrdup("axctld.db"),
+                .ctl = {.lease_ms = 5000, .grace_ms = 1000, .sync_period_ms = 1000,
+                        .quarantine_after = 3, .quarantine_window_ms = 3600 * 1000},
+                .level = LOG_LEVEL_INFO,
         };
-        const char *listen_addr = "127.0.0.1:8470";
-        CtlConfig cfg = {.db_path = "axctld.db", .lease_ms = 5000, .grace_ms = 1000,
-                         .sync_period_ms = 1000, .quarantine_after = 3,
-                         .quarantine_window_ms = 3600 * 1000};
-        LogLevel level = LOG_LEVEL_INFO;
-        int c;
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'l':
-                        listen_addr = optarg;
-                        break;
-                case 'd':
-                        cfg.db_path = optarg;
-                        break;
-                case 'L':
-                        cfg.lease_ms = parse_positive("--lease-ms", optarg, 100);
-                        break;
-                case 'g':
-                        cfg.grace_ms = parse_positive("--grace-ms", optarg, 0);
-                        break;
-                case 's':
-                        cfg.sync_period_ms = parse_positive("--sync-period-ms", optarg, 10);
-                        break;
-                case 'q':
-                        cfg.quarantine_after = (int) parse_positive("--quarantine-after", optarg, 0);
-                        break;
-                case 'w':
-                        cfg.quarantine_window_ms =
-                                parse_positive("--quarantine-window-s", optarg, 1) * 1000;
-                        break;
-                case 'v':
-                        level = log_level_from_string(optarg);
-                        if (level == _LOG_LEVEL_INVALID) {
-                                fprintf(stderr, "axctld: unknown log level '%s'\n", optarg);
-                                return 2;
-                        }
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        fprintf(stderr, "axctld: see axctld --help\n");
-                        return 2;
-                }
-        }
-        if (optind < argc) {
-                fprintf(stderr, "axctld: unexpected argument '%s' (see axctld --help)\n",
-                        argv[optind]);
-                return 2;
-        }
-        if (cfg.sync_period_ms >= cfg.lease_ms) {
-                fprintf(stderr, "axctld: --sync-period-ms must be below --lease-ms\n");
-                return 2;
-        }
-        log_setup("axctld", level);
+        const char *config_used = NULL;
+        settings_parse(&settings, argc, argv, &config_used);
+        CtlConfig cfg = settings.ctl;
+        const char *listen_addr = settings.listen;
+        log_setup("axctld", settings.level);
+        if (config_used)
+                log_info("configuration read from %s", config_used);
 
         sigset_t mask;
         sigemptyset(&mask);
