@@ -290,6 +290,8 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         curl_easy_setopt(a->easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
         curl_easy_setopt(a->easy, CURLOPT_NOSIGNAL, 1L);
         curl_multi_add_handle(a->multi, a->easy);
+        log_debug("Sending %s %" PRIu64 " (wait %" PRId64 " ms)",
+                  kind == AGENT_REQUEST_REGISTER ? "register" : "sync", a->request_id, wait_ms);
         a->request = kind;
         a->request_wait_ms = wait_ms;
         a->dirty = false;

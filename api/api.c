@@ -12,10 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
+#include "metrics.h"
+#include "routes.h"
 #include "util.h"
 #include "views.h"
+
+/* The OpenAPI document, embedded at build time from api/openapi.json. */
+extern const char api_openapi_json[];
 
 #define API_MAX_BODY (1024 * 1024)
 
@@ -26,9 +32,12 @@ struct Request {
         size_t len;
         bool too_large;
         struct MHD_Connection *connection;
+        ApiRoute route;
+        int64_t started_us;
         /* A prepared answer, queued when the connection is resumed. */
         unsigned status;
         char *answer;
+        const char *content_type; /* NULL: JSON */
         const char *location; /* for redirects */
         char *location_buf;
         /* Long-poll of an agent sync. */
@@ -43,7 +52,16 @@ struct Api {
         Controller *ctl;
         struct MHD_Daemon *mhd;
         Request *waiting; /* suspended: for commit or for a node change */
+        /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
+        uint64_t answers[_ROUTE_MAX + 1][6];
+        Histogram latency[_ROUTE_MAX + 1];
 };
+
+static int64_t now_us(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static void request_set_answer(Request *req, unsigned status, json_t *body) {
         free(req->answer);
@@ -68,17 +86,20 @@ static enum MHD_Result queue_answer(struct MHD_Connection *con, Request *req) {
         char *text = req->answer ? req->answer : xstrdup("{}");
         req->answer = NULL;
         size_t len = strlen(text);
-        /* Newline-terminated, like most JSON APIs, so curl output is readable. */
-        text = xrealloc(text, len + 2);
-        text[len] = '\n';
-        text[len + 1] = '\0';
+        if (!req->content_type) {
+                /* Newline-terminated, like most JSON APIs, so curl output is readable. */
+                text = xrealloc(text, len + 2);
+                text[len++] = '\n';
+                text[len] = '\0';
+        }
         struct MHD_Response *resp =
-                MHD_create_response_from_buffer(len + 1, text, MHD_RESPMEM_MUST_FREE);
+                MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
         if (!resp) {
                 free(text);
                 return MHD_NO;
         }
-        MHD_add_response_header(resp, "Content-Type", "application/json");
+        MHD_add_response_header(resp, "Content-Type",
+                                req->content_type ? req->content_type : "application/json");
         if (req->location)
                 MHD_add_response_header(resp, "Location", req->location);
         enum MHD_Result r = MHD_queue_response(con, req->status, resp);
@@ -234,63 +255,42 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
         request_set_answer(req, 307, json_pack("{s:s}", "location", req->location_buf));
 }
 
-/* GET/POST under /v1/jobs/{id}[/...]. */
-static void route_job(Api *api, Request *req, struct MHD_Connection *con, const char *method,
-                      const char *rest) {
-        const char *slash = strchr(rest, '/');
-        size_t id_len = slash ? (size_t) (slash - rest) : strlen(rest);
-        int64_t id = parse_id(rest, id_len);
-        const char *sub = slash ? slash + 1 : "";
-        if (id < 0) {
-                request_set_error(req, 404, "not_found", NULL, "no such job (ids are numbers)");
-                return;
-        }
-        Job *job = ctl_job_find(api->ctl, id);
-        bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-        const char *want = strcmp(sub, "cancel") == 0 ? "POST" : "GET";
-        if (strcmp(sub, "") != 0 && strcmp(sub, "cancel") != 0 && strcmp(sub, "events") != 0 &&
-            strcmp(sub, "logs") != 0) {
-                request_set_error(req, 404, "not_found", NULL, "no such route");
-                return;
-        }
-        if (strcmp(method, want) != 0) {
-                request_set_error(req, 405, "method_not_allowed", NULL,
-                                  strcmp(want, "POST") == 0 ? "use POST" : "use GET");
-                return;
-        }
+/* Routes under /v1/jobs/{id}: the id must name a job. */
+static void route_job(Api *api, Request *req, struct MHD_Connection *con, ApiRoute route,
+                      const char *id_text) {
+        int64_t id = parse_id(id_text, strlen(id_text));
+        Job *job = id > 0 ? ctl_job_find(api->ctl, id) : NULL;
         if (!job) {
-                char msg[64];
-                snprintf(msg, sizeof(msg), "job %lld does not exist", (long long) id);
+                char msg[200];
+                snprintf(msg, sizeof(msg), "job %.100s does not exist", id_text);
                 request_set_error(req, 404, "not_found", NULL, msg);
                 return;
         }
         CtlError err = {0};
-        if (get && *sub == '\0')
+        switch (route) {
+        case ROUTE_JOB_GET:
                 request_set_answer(req, 200, view_job(api->ctl, job, true));
-        else if (post && strcmp(sub, "cancel") == 0) {
+                break;
+        case ROUTE_JOB_CANCEL:
                 if (ctl_job_cancel(api->ctl, id, &job, &err) < 0)
                         request_set_ctl_error(req, &err);
                 else
                         request_set_answer(req, 200, view_job(api->ctl, job, true));
-        } else if (get && strcmp(sub, "events") == 0)
+                break;
+        case ROUTE_JOB_EVENTS:
                 handle_events(api, req, con, id);
-        else
+                break;
+        default:
                 handle_logs(api, req, con, job);
+                break;
+        }
 }
 
-static void route_node(Api *api, Request *req, const char *method, const char *rest) {
-        const char *slash = strchr(rest, '/');
-        if (!slash || strcmp(method, "POST") != 0) {
-                request_set_error(req, slash ? 405 : 404, slash ? "method_not_allowed" : "not_found",
-                                  NULL, slash ? "use POST" : "no such route");
-                return;
-        }
-        _cleanup_free_ char *name = strndup(rest, (size_t) (slash - rest));
-        const char *verb = slash + 1;
+static void route_node(Api *api, Request *req, ApiRoute route, const char *name) {
         Node *node = NULL;
         CtlError err = {0};
         int r;
-        if (strcmp(verb, "drain") == 0) {
+        if (route == ROUTE_NODE_DRAIN) {
                 bool now = false;
                 if (req->len > 0) {
                         json_t *j = parse_body(req);
@@ -307,12 +307,8 @@ static void route_node(Api *api, Request *req, const char *method, const char *r
                         json_decref(j);
                 }
                 r = ctl_node_drain(api->ctl, name, now, &node, &err);
-        } else if (strcmp(verb, "undrain") == 0)
+        } else
                 r = ctl_node_undrain(api->ctl, name, &node, &err);
-        else {
-                request_set_error(req, 404, "not_found", NULL, "no such route");
-                return;
-        }
         if (r < 0)
                 request_set_ctl_error(req, &err);
         else
@@ -408,6 +404,52 @@ static void handle_nodes(Api *api, Request *req) {
         request_set_answer(req, 200, json_pack("{s:o}", "nodes", a));
 }
 
+static void handle_metrics(Api *api, Request *req) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (!f) {
+                request_set_error(req, 500, "internal", NULL, "out of memory");
+                return;
+        }
+        ctl_metrics_write(api->ctl, f);
+        metrics_write_header(f, "axctl_api_requests_total", "counter",
+                             "API requests answered, by route and status class.");
+        static const char *const classes[6] = {"", "1xx", "2xx", "3xx", "4xx", "5xx"};
+        for (int r = 0; r <= _ROUTE_MAX; r++)
+                for (int c = 1; c < 6; c++) {
+                        if (!api->answers[r][c])
+                                continue;
+                        fprintf(f, "axctl_api_requests_total{route=\"%s %s\",code=\"%s\"} %llu\n",
+                                r < _ROUTE_MAX ? api_routes[r].method : "ANY",
+                                r < _ROUTE_MAX ? api_routes[r].path : "unknown", classes[c],
+                                (unsigned long long) api->answers[r][c]);
+                }
+        metrics_write_header(f, "axctl_api_request_seconds", "histogram",
+                             "From a request's first byte to its answer, by route.");
+        for (int r = 0; r <= _ROUTE_MAX; r++) {
+                if (!api->latency[r].count)
+                        continue;
+                char labels[160];
+                snprintf(labels, sizeof(labels), "route=\"%s %s\"",
+                         r < _ROUTE_MAX ? api_routes[r].method : "ANY",
+                         r < _ROUTE_MAX ? api_routes[r].path : "unknown");
+                metrics_write_histogram(f, "axctl_api_request_seconds", labels, &api->latency[r]);
+        }
+        fclose(f);
+        free(req->answer);
+        req->status = 200;
+        req->answer = text;
+        req->content_type = "text/plain; version=0.0.4";
+}
+
+static void handle_openapi(Request *req) {
+        free(req->answer);
+        req->status = 200;
+        req->answer = xstrdup(api_openapi_json);
+        req->content_type = "application/json";
+}
+
 static void handle_healthz(Api *api, Request *req) {
         int jobs, nodes;
         ctl_counts(api->ctl, &jobs, &nodes);
@@ -418,48 +460,62 @@ static void handle_healthz(Api *api, Request *req) {
 /* Routes one complete request; returns true when the answer must wait for a node change. */
 static bool route(Api *api, Request *req, struct MHD_Connection *con, const char *method,
                   const char *url) {
-        bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+        char params[2][128];
+        bool path_known;
+        ApiRoute r = api_route_find(method, url, &path_known, params, 2);
+        req->route = r;
+        if (r == ROUTE_NOT_FOUND) {
+                if (path_known)
+                        request_set_error(req, 405, "method_not_allowed", NULL,
+                                          "this path does not take that method");
+                else
+                        request_set_error(req, 404, "not_found", NULL, "no such route");
+                return false;
+        }
         if (req->too_large) {
                 request_set_error(req, 413, "too_large", NULL, "the request body is over 1 MiB");
                 return false;
         }
-        if (strcmp(url, "/healthz") == 0) {
-                if (get)
-                        handle_healthz(api, req);
-                else
-                        request_set_error(req, 405, "method_not_allowed", NULL, "use GET");
-        } else if (strcmp(url, "/v1/jobs") == 0) {
-                if (post)
-                        handle_submit(api, req, con);
-                else if (get)
-                        handle_jobs_list(api, req, con);
-                else
-                        request_set_error(req, 405, "method_not_allowed", NULL, "use GET or POST");
-        } else if (strncmp(url, "/v1/jobs/", 9) == 0)
-                route_job(api, req, con, method, url + 9);
-        else if (strcmp(url, "/v1/nodes") == 0) {
-                if (get)
-                        handle_nodes(api, req);
-                else
-                        request_set_error(req, 405, "method_not_allowed", NULL, "use GET");
-        } else if (strncmp(url, "/v1/nodes/", 10) == 0)
-                route_node(api, req, method, url + 10);
-        else if (strcmp(url, "/v1/events") == 0) {
-                if (get)
-                        handle_events(api, req, con, 0);
-                else
-                        request_set_error(req, 405, "method_not_allowed", NULL, "use GET");
-        } else if (strcmp(url, "/v1/agent/register") == 0) {
-                if (post)
-                        handle_register(api, req);
-                else
-                        request_set_error(req, 405, "method_not_allowed", NULL, "use POST");
-        } else if (strcmp(url, "/v1/agent/sync") == 0) {
-                if (post)
-                        return handle_sync(api, req, con);
-                request_set_error(req, 405, "method_not_allowed", NULL, "use POST");
-        } else
-                request_set_error(req, 404, "not_found", NULL, "no such route");
+        switch (r) {
+        case ROUTE_HEALTHZ:
+                handle_healthz(api, req);
+                break;
+        case ROUTE_METRICS:
+                handle_metrics(api, req);
+                break;
+        case ROUTE_OPENAPI:
+                handle_openapi(req);
+                break;
+        case ROUTE_JOBS_SUBMIT:
+                handle_submit(api, req, con);
+                break;
+        case ROUTE_JOBS_LIST:
+                handle_jobs_list(api, req, con);
+                break;
+        case ROUTE_JOB_GET:
+        case ROUTE_JOB_CANCEL:
+        case ROUTE_JOB_EVENTS:
+        case ROUTE_JOB_LOGS:
+                route_job(api, req, con, r, params[0]);
+                break;
+        case ROUTE_NODES_LIST:
+                handle_nodes(api, req);
+                break;
+        case ROUTE_NODE_DRAIN:
+        case ROUTE_NODE_UNDRAIN:
+                route_node(api, req, r, params[0]);
+                break;
+        case ROUTE_EVENTS:
+                handle_events(api, req, con, 0);
+                break;
+        case ROUTE_AGENT_REGISTER:
+                handle_register(api, req);
+                break;
+        case ROUTE_AGENT_SYNC:
+                return handle_sync(api, req, con);
+        default:
+                break;
+        }
         return false;
 }
 
@@ -479,6 +535,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         Request *req = *con_cls;
         if (!req) {
                 req = xcalloc(1, sizeof(Request));
+                req->route = ROUTE_NOT_FOUND;
+                req->started_us = now_us();
                 *con_cls = req;
                 return MHD_YES;
         }
@@ -505,9 +563,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 
 static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
+        Api *api = cls;
         Request *req = *con_cls;
         if (!req)
                 return;
+        if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status >= 100 && req->status < 600) {
+                api->answers[req->route][req->status / 100]++;
+                histogram_observe(&api->latency[req->route],
+                                  (double) (now_us() - req->started_us) / 1e6);
+        }
         free(req->body);
         free(req->answer);
         free(req->location_buf);
@@ -528,6 +592,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 int api_new(Controller *ctl, int listen_fd, Api **ret) {
         Api *api = xcalloc(1, sizeof(Api));
         api->ctl = ctl;
+        for (int r = 0; r <= _ROUTE_MAX; r++)
+                histogram_init_latency(&api->latency[r]);
         api->mhd = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                 on_request, api, MHD_OPTION_LISTEN_SOCKET, listen_fd,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "controller.h"
+#include "metrics.h"
 #include "strmap.h"
 
 struct Controller {
@@ -33,6 +34,11 @@ struct Controller {
         int n_dirty_jobs, cap_dirty_jobs;
         Node **dirty_nodes;
         int n_dirty_nodes, cap_dirty_nodes;
+        /* For /metrics. */
+        uint64_t restarts_by_reason[_END_REASON_MAX];
+        Histogram recovery; /* failure detected -> every rank of the next attempt running */
+        Histogram sched_pass;
+        Histogram db_commit;
 };
 
 /* Opens this turn's transaction if needed; a failure here is fatal for the process. */

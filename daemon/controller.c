@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "controller-internal.h"
 #include "health.h"
@@ -101,6 +102,9 @@ int ctl_new(const CtlConfig *config, Controller **ret) {
         ctl->node_index = strmap_new();
         ctl->next_job_id = 1;
         ctl->next_restart_ms = INT64_MAX;
+        histogram_init_latency(&ctl->recovery);
+        histogram_init_latency(&ctl->sched_pass);
+        histogram_init_latency(&ctl->db_commit);
         int r = store_open(config->db_path, &ctl->store);
         if (r < 0) {
                 ctl_free(ctl);
@@ -171,8 +175,9 @@ static void node_bump(Node *node) {
 
 static void job_set_state(Controller *ctl, Job *job, JobState state, const char *reason) {
         if (reason) {
+                char *copy = xstrdup(reason); /* reason may be job->reason itself */
                 free(job->reason);
-                job->reason = xstrdup(reason);
+                job->reason = copy;
         }
         if (job->state != state) {
                 ctl_event(ctl, job->id, NULL, "job_state", "%s -> %s%s%s",
@@ -328,6 +333,8 @@ static void job_attempt_failed(Controller *ctl, Job *job, EndReason reason, Node
         }
         if (v.action == HEALTH_RESTART)
                 job->restarts++;
+        ctl->restarts_by_reason[reason]++;
+        job->failed_at_ms = util_now_ms();
         job->restart_at_ms = util_now_ms() + v.backoff_ms;
         if (job->restart_at_ms < ctl->next_restart_ms)
                 ctl->next_restart_ms = job->restart_at_ms;
@@ -713,8 +720,11 @@ static void node_ranks_gone(Controller *ctl, Node *node, EndReason reason, const
 }
 
 static void node_set_state(Controller *ctl, Node *node, NodeState state, const char *reason) {
+        /* reason may be node->reason itself: copy before freeing. */
+        char *copy = xstrdup(reason ? reason : "");
         free(node->reason);
-        node->reason = xstrdup(reason ? reason : "");
+        node->reason = copy;
+        reason = copy;
         if (node->state != state) {
                 ctl_event(ctl, 0, node->name, "node_state", "%s -> %s%s%s",
                           node_state_to_string(node->state), node_state_to_string(state),
@@ -818,6 +828,11 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
                         if (all && job->state == JOB_STARTING) {
                                 if (job->started_ms == 0)
                                         job->started_ms = util_wall_ms();
+                                if (job->failed_at_ms > 0) {
+                                        histogram_observe(&ctl->recovery,
+                                                          (double) (util_now_ms() - job->failed_at_ms) / 1000.0);
+                                        job->failed_at_ms = 0;
+                                }
                                 job_set_state(ctl, job, JOB_RUNNING, "");
                         }
                 }
@@ -1071,14 +1086,24 @@ static void ctl_sweep(Controller *ctl) {
 int ctl_end_turn(Controller *ctl) {
         if (ctl->sched_needed && util_now_ms() - ctl->last_sched_ms >= SCHED_MIN_INTERVAL_MS) {
                 ctl->sched_needed = false;
+                struct timespec a, b;
+                clock_gettime(CLOCK_MONOTONIC, &a);
                 ctl_schedule(ctl);
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                histogram_observe(&ctl->sched_pass, (double) (b.tv_sec - a.tv_sec) +
+                                                            (double) (b.tv_nsec - a.tv_nsec) / 1e9);
         }
         ctl_sweep(ctl);
         if (!ctl->in_turn_tx)
                 return 0;
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
         int r = ctl_persist_dirty(ctl);
         if (r >= 0)
                 r = store_commit(ctl->store);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        histogram_observe(&ctl->db_commit, (double) (b.tv_sec - a.tv_sec) +
+                                                   (double) (b.tv_nsec - a.tv_nsec) / 1e9);
         if (r < 0) {
                 log_error("cannot commit to the database: %s", store_last_error(ctl->store));
                 return r;

@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model.h"
 #include "store.h"
@@ -80,6 +81,9 @@ typedef void (*CtlDesiredFn)(void *userdata, Job *job, Rank *rank);
 void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void *userdata);
 /* The environment of DESIGN.md §6 that does not depend on the vendor (new reference). */
 json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank);
+
+/* Writes the controller's metrics in Prometheus text format (metrics.c). */
+void ctl_metrics_write(Controller *ctl, FILE *f);
 
 /* Counts for /healthz and status lines. */
 void ctl_counts(Controller *ctl, int *ret_jobs_active, int *ret_nodes_ready);

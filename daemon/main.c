@@ -234,6 +234,26 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
         s->ctl.db_path = s->db_path;
 }
 
+/* How often the STATUS= line `systemctl status axctld` shows is brought up to date. */
+#define STATUS_PERIOD_MS 1000
+
+/*
+ * Sends prefix (READY=1, WATCHDOG=1 or nothing) with the counts as STATUS=. Without a
+ * prefix the message is sent only when the text changed since *last.
+ */
+static void notify_status(Controller *ctl, const char *where, const char *prefix, char *last,
+                          size_t last_size) {
+        int jobs, nodes;
+        ctl_counts(ctl, &jobs, &nodes);
+        char text[160];
+        snprintf(text, sizeof(text), "%d active job%s, %d ready node%s; serving on %s", jobs,
+                 jobs == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s", where);
+        if (!prefix && strcmp(text, last) == 0)
+                return;
+        snprintf(last, last_size, "%s", text);
+        sd_notifyf(0, "%sSTATUS=%s", prefix ? prefix : "", text);
+}
+
 /* Binds host:port and listens; returns the fd or -errno. */
 static int listen_on(const char *address, int *ret_port) {
         _cleanup_free_ char *copy = xstrdup(address);
@@ -307,27 +327,42 @@ int main(int argc, char **argv) {
         Controller *ctl = NULL;
         int r = ctl_new(&cfg, &ctl);
         if (r < 0) {
-                fprintf(stderr, "axctld: cannot open state database %s: %s\n", cfg.db_path,
-                        strerror(-r));
+                log_error("cannot open state database %s: %s", cfg.db_path, strerror(-r));
                 return 1;
         }
         int port = 0, lfd;
-        /* Socket activation (axctld.socket): systemd hands over the listening socket. */
+        /*
+         * Socket activation (axctld.socket): systemd hands over the listening socket, and
+         * clients that connect while the controller restarts wait in its backlog instead
+         * of being refused. Only the first socket is served.
+         */
         int n_fds = sd_listen_fds(1);
-        bool activated = n_fds >= 1 && sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0;
+        bool activated = n_fds >= 1 &&
+                         sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0;
+        if (n_fds > 1)
+                log_warning("systemd passed %d sockets; serving only the first", n_fds);
+        if (n_fds >= 1 && !activated)
+                log_warning("the socket systemd passed is not a listening stream socket; "
+                            "listening on %s instead",
+                            listen_addr);
         if (activated) {
                 lfd = SD_LISTEN_FDS_START;
+                /* The loop must never block in accept(); systemd passes blocking sockets. */
+                int fl = fcntl(lfd, F_GETFL);
+                if (fl >= 0)
+                        (void) fcntl(lfd, F_SETFL, fl | O_NONBLOCK);
+                (void) fcntl(lfd, F_SETFD, FD_CLOEXEC);
                 listen_addr = "socket-activated:0";
         } else
                 lfd = listen_on(listen_addr, &port);
         if (lfd < 0) {
-                fprintf(stderr, "axctld: cannot listen on %s: %s\n", listen_addr, strerror(-lfd));
+                log_error("cannot listen on %s: %s", listen_addr, strerror(-lfd));
                 ctl_free(ctl);
                 return 1;
         }
         Api *api = NULL;
         if ((r = api_new(ctl, lfd, &api)) < 0) {
-                fprintf(stderr, "axctld: cannot start the HTTP server\n");
+                log_error("cannot start the HTTP server");
                 ctl_free(ctl);
                 return 1;
         }
@@ -360,10 +395,18 @@ int main(int argc, char **argv) {
         fflush(stdout);
         log_info("serving on %s:%d, state in %s", host, port, cfg.db_path);
 
+        /*
+         * The watchdog is pinged from the end of a loop turn, so a turn stuck in SQLite,
+         * the scheduler or a request handler stops the pings and systemd restarts us.
+         * Pings come at half of WatchdogSec, as sd_watchdog_enabled(3) advises.
+         */
         uint64_t watchdog_usec = 0;
         bool watchdog = sd_watchdog_enabled(false, &watchdog_usec) > 0;
-        int64_t next_watchdog = 0;
-        sd_notify(0, "READY=1\nSTATUS=serving");
+        bool notify = getenv("NOTIFY_SOCKET") != NULL;
+        _cleanup_free_ char *where = xasprintf("%s:%d", host, port);
+        char status[160] = "";
+        int64_t next_watchdog = 0, next_status = util_now_ms() + STATUS_PERIOD_MS;
+        notify_status(ctl, where, "READY=1\n", status, sizeof(status));
 
         bool running = true;
         while (running) {
@@ -374,6 +417,8 @@ int main(int argc, char **argv) {
                         timeout = api_timeout;
                 if (watchdog && next_watchdog - now < timeout)
                         timeout = next_watchdog - now;
+                if (notify && next_status - now < timeout)
+                        timeout = next_status - now;
                 if (timeout < 0)
                         timeout = 0;
                 struct epoll_event events[8];
@@ -401,18 +446,20 @@ int main(int argc, char **argv) {
                 api_after_commit(api);
                 now = util_now_ms();
                 if (watchdog && now >= next_watchdog) {
-                        int jobs, nodes;
-                        ctl_counts(ctl, &jobs, &nodes);
-                        sd_notifyf(0, "WATCHDOG=1\nSTATUS=%d active jobs, %d ready nodes", jobs,
-                                   nodes);
+                        notify_status(ctl, where, "WATCHDOG=1\n", status, sizeof(status));
                         next_watchdog = now + (int64_t) (watchdog_usec / 2000);
+                } else if (notify && now >= next_status) {
+                        notify_status(ctl, where, NULL, status, sizeof(status));
+                        next_status = now + STATUS_PERIOD_MS;
                 }
         }
-        sd_notify(0, "STOPPING=1");
+        sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
         log_info("shutting down");
         api_free(api);
         ctl_free(ctl);
         close(ep);
         close(sfd);
+        free(settings.listen);
+        free(settings.db_path);
         return r < 0 ? 1 : 0;
 }

@@ -1,0 +1,14 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Embeds a text file as a NUL-terminated C string: embed.py INPUT OUTPUT SYMBOL.
+The file is checked to be valid JSON first, so a broken document fails the build."""
+import json
+import sys
+
+src, dst, symbol = sys.argv[1:4]
+text = open(src, encoding="utf-8").read()
+json.loads(text)
+body = ",".join(str(b) for b in text.encode("utf-8") + b"\0")
+with open(dst, "w", encoding="utf-8") as f:
+    f.write("/* Generated from %s by api/embed.py. */\n" % src.split("/")[-1])
+    f.write("const char %s[] = {%s};\n" % (symbol, body))

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The table of every route the API serves, matched against a method and path. The
+ * router dispatches on it, /metrics counts by it, and a unit test checks it against the
+ * OpenAPI document in both directions, so the three cannot drift apart.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum ApiRoute {
+        ROUTE_HEALTHZ,
+        ROUTE_METRICS,
+        ROUTE_OPENAPI,
+        ROUTE_JOBS_SUBMIT,
+        ROUTE_JOBS_LIST,
+        ROUTE_JOB_GET,
+        ROUTE_JOB_CANCEL,
+        ROUTE_JOB_EVENTS,
+        ROUTE_JOB_LOGS,
+        ROUTE_NODES_LIST,
+        ROUTE_NODE_DRAIN,
+        ROUTE_NODE_UNDRAIN,
+        ROUTE_EVENTS,
+        ROUTE_AGENT_REGISTER,
+        ROUTE_AGENT_SYNC,
+        _ROUTE_MAX,
+        ROUTE_NOT_FOUND = _ROUTE_MAX, /* for counting: requests that matched nothing */
+} ApiRoute;
+
+typedef struct ApiRouteInfo {
+        const char *method;
+        const char *path; /* OpenAPI template: /v1/jobs/{id} */
+} ApiRouteInfo;
+
+extern const ApiRouteInfo api_routes[_ROUTE_MAX];
+
+/*
+ * Finds the route of method and path. Returns the route, or ROUTE_NOT_FOUND with
+ * *ret_path_known set when the path exists under another method (405). Template
+ * parameters are copied into params (in order, each up to param_size bytes).
+ */
+ApiRoute api_route_find(const char *method, const char *path, bool *ret_path_known,
+                        char params[][128], size_t max_params);
