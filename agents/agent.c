@@ -450,7 +450,8 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 int r = agent_proto_parse_register(body, &a->lease_ms, &a->sync_period_ms);
                 json_decref(body);
                 if (r < 0) {
-                        agent_request_failed(a, now, "Controller sent a malformed answer to register");
+                        agent_request_failed(a, now,
+                                             "Controller sent a malformed answer to register");
                         return;
                 }
                 agent_contact_ok(a, now);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * axagent: the per-node agent of axctl. Parses the command line, prepares the process
- * (signals, libcurl) and hands over to the agent loop in agent.c.
+ * axagent: the per-node agent of axctl. Reads its settings (configuration file, then
+ * flags, which win), prepares the process (signals, libcurl) and hands over to the
+ * agent loop in agent.c.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -12,18 +13,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
+#include "config.h"
 #include "log.h"
+#include "logserver.h"
 #include "util.h"
 
+#define DEFAULT_CONFIG "/etc/axctl/axagent.conf"
+
 static const char usage[] =
-        "Usage: axagent --controller URL --node NAME --state-dir DIR [options]\n"
+        "Usage: axagent --controller URL --state-dir DIR [options]\n"
         "\n"
         "Runs the ranks the axctl controller assigns to this node and reports on them.\n"
         "\n"
-        "  --controller URL            controller base URL, e.g. http://10.0.0.1:8080\n"
-        "  --node NAME                 this node's name (letters, digits, '-', '_', '.')\n"
+        "  --config PATH               configuration file (default " DEFAULT_CONFIG ",\n"
+        "                              read only if it exists); flags win over it\n"
+        "  --controller URL            controller base URL, e.g. http://10.0.0.1:8470\n"
+        "  --node NAME                 this node's name (letters, digits, '-', '_', '.');\n"
+        "                              default: the host name\n"
         "  --state-dir DIR             rank state and logs; survives agent restarts\n"
         "  --topology FILE             hwloc XML to use instead of probing the machine\n"
         "  --dev-root DIR              prefix for /dev paths (tests)\n"
@@ -33,10 +42,13 @@ static const char usage[] =
         "  --health-cmd CMD            shell command; non-zero exit marks the node unhealthy\n"
         "  --health-interval-ms MS     how often to check health (default 10000)\n"
         "  --profile-dir DIR           launch profiles <kind>.env per accelerator kind\n"
-        "  --kill-grace-ms MS          SIGTERM to SIGKILL delay when stopping ranks "
-        "(default 3000)\n"
+        "  --kill-grace-ms MS          SIGTERM to SIGKILL delay when stopping ranks\n"
+        "                              (default 3000)\n"
         "  --log-level LEVEL           error, warning, info (default) or debug\n"
-        "  --help                      show this text\n";
+        "  --help                      show this text\n"
+        "\n"
+        "Every option but --config and --help is also a key of the configuration file,\n"
+        "written with '_' for '-' (state_dir = /var/lib/axagent). See axagent(8).\n";
 
 enum {
         OPT_CONTROLLER = 256,
@@ -52,6 +64,7 @@ enum {
         OPT_PROFILE_DIR,
         OPT_KILL_GRACE,
         OPT_LOG_LEVEL,
+        OPT_CONFIG,
         OPT_HELP,
 };
 
@@ -69,28 +82,30 @@ static const struct option options[] = {
         { "profile-dir", required_argument, NULL, OPT_PROFILE_DIR },
         { "kill-grace-ms", required_argument, NULL, OPT_KILL_GRACE },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+        { "config", required_argument, NULL, OPT_CONFIG },
         { "help", no_argument, NULL, OPT_HELP },
         {},
 };
+/* Options that only make sense on the command line. */
+static const char *const flag_only[] = { "config", NULL };
 
-/* Reports a command line error in one line and exits with 2. */
-_Noreturn _printf_(1, 2) static void die_usage(const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        fputs("axagent: ", stderr);
-        vfprintf(stderr, fmt, ap);
-        fputs(" (see --help)\n", stderr);
-        va_end(ap);
-        exit(2);
-}
+/* Everything the configuration file and the flags set, in that order; strings owned. */
+typedef struct Settings {
+        char *controller, *node, *state_dir, *topology, *dev_root, *sys_root, *listen;
+        char *health_cmd, *profile_dir;
+        json_t *labels;
+        int64_t health_interval_ms;
+        int64_t kill_grace_ms;
+        LogLevel level;
+} Settings;
 
-static int64_t parse_ms(const char *name, const char *s, int64_t min) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno != 0 || end == s || *end != '\0' || v < min || v > 24LL * 3600 * 1000)
-                die_usage("--%s needs a number of milliseconds, not \"%s\"", name, s);
-        return v;
+static void settings_done(Settings *s) {
+        char **strings[] = { &s->controller, &s->node,   &s->state_dir,  &s->topology,
+                             &s->dev_root,   &s->sys_root, &s->listen,  &s->health_cmd,
+                             &s->profile_dir };
+        for (size_t i = 0; i < ELEMENTSOF(strings); i++)
+                free(*strings[i]);
+        json_decref(s->labels);
 }
 
 static bool node_name_valid(const char *s) {
@@ -103,102 +118,204 @@ static bool node_name_valid(const char *s) {
         return true;
 }
 
-/* Parses "k=v,k=v" into a JSON object of strings; exits on a malformed list. */
-static json_t *parse_labels(const char *s) {
+/* Parses "k=v,k=v" into a JSON object of strings; NULL on a malformed list. */
+static json_t *labels_parse(const char *s) {
         json_t *labels = json_object();
         _cleanup_free_ char *copy = xstrdup(s);
         char *save = NULL;
         for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
                 char *eq = strchr(item, '=');
-                if (!eq || eq == item)
-                        die_usage("--labels needs KEY=VALUE pairs separated by commas, not "
-                                  "\"%s\"",
-                                  item);
+                if (!eq || eq == item) {
+                        json_decref(labels);
+                        return NULL;
+                }
                 *eq = '\0';
                 json_object_set_new(labels, item, json_string(eq + 1));
         }
         return labels;
 }
 
-int main(int argc, char **argv) {
-        AgentConfig cfg = {
-                .listen = "127.0.0.1:0",
-                .dev_root = "",
-                .sys_root = "",
-                .health_interval_ms = 10000,
-                .kill_grace_ms = 3000,
-        };
-        json_t *labels = NULL;
-        LogLevel level = LOG_LEVEL_INFO;
+static bool ms_parse(const char *s, int64_t min, int64_t *ret) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (errno != 0 || end == s || *end != '\0' || v < min || v > 24LL * 3600 * 1000)
+                return false;
+        *ret = v;
+        return true;
+}
+
+static void string_set(char **field, const char *value) {
+        free(*field);
+        *field = xstrdup(value);
+}
+
+/* Sets one option from its text, for a flag and a configuration key alike (config.h). */
+static int settings_set(void *userdata, int opt, const char *value, const char **ret_reason) {
+        Settings *s = userdata;
+        switch (opt) {
+        case OPT_CONTROLLER:
+                string_set(&s->controller, value);
+                break;
+        case OPT_NODE:
+                if (!node_name_valid(value)) {
+                        *ret_reason = "may only contain letters, digits, '-', '_' and '.'";
+                        return -EINVAL;
+                }
+                string_set(&s->node, value);
+                break;
+        case OPT_STATE_DIR:
+                string_set(&s->state_dir, value);
+                break;
+        case OPT_TOPOLOGY:
+                string_set(&s->topology, value);
+                break;
+        case OPT_DEV_ROOT:
+                string_set(&s->dev_root, value);
+                break;
+        case OPT_SYS_ROOT:
+                string_set(&s->sys_root, value);
+                break;
+        case OPT_LISTEN: {
+                _cleanup_free_ char *host = NULL;
+                uint16_t port;
+                if (agent_listen_parse(value, &host, &port) < 0) {
+                        *ret_reason = "needs HOST:PORT";
+                        return -EINVAL;
+                }
+                string_set(&s->listen, value);
+                break;
+        }
+        case OPT_LABELS: {
+                json_t *labels = labels_parse(value);
+                if (!labels) {
+                        *ret_reason = "needs KEY=VALUE pairs separated by commas";
+                        return -EINVAL;
+                }
+                json_decref(s->labels);
+                s->labels = labels;
+                break;
+        }
+        case OPT_HEALTH_CMD:
+                string_set(&s->health_cmd, value);
+                break;
+        case OPT_HEALTH_INTERVAL:
+                if (!ms_parse(value, 100, &s->health_interval_ms)) {
+                        *ret_reason = "needs a number of milliseconds of at least 100";
+                        return -EINVAL;
+                }
+                break;
+        case OPT_PROFILE_DIR:
+                string_set(&s->profile_dir, value);
+                break;
+        case OPT_KILL_GRACE:
+                if (!ms_parse(value, 0, &s->kill_grace_ms)) {
+                        *ret_reason = "needs a number of milliseconds";
+                        return -EINVAL;
+                }
+                break;
+        case OPT_LOG_LEVEL:
+                s->level = log_level_from_string(value);
+                if (s->level == _LOG_LEVEL_INVALID) {
+                        *ret_reason = "must be error, warning, info or debug";
+                        return -EINVAL;
+                }
+                break;
+        default:
+                *ret_reason = "is not an option";
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Reports a usage or configuration error in one line and exits with 2. */
+_Noreturn _printf_(1, 2) static void die_usage(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("axagent: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputs(" (see --help)\n", stderr);
+        va_end(ap);
+        exit(2);
+}
+
+/*
+ * Reads the configuration file and the command line into s, or exits: 0 after --help,
+ * 2 on a usage or configuration error (the unit's RestartPreventExitStatus=2). Flags
+ * are applied after the file that --config names, so they are kept until then.
+ */
+static void settings_parse(Settings *s, int argc, char **argv, const char **ret_config) {
+        _cleanup_free_ int *opts = xcalloc((size_t) argc + 1, sizeof(int));
+        _cleanup_free_ char **args = xcalloc((size_t) argc + 1, sizeof(char *));
+        const char *config = NULL;
+        int n = 0, c;
 
         opterr = 0;
-        int c;
-        while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
                 switch (c) {
-                case OPT_CONTROLLER:
-                        cfg.controller = optarg;
-                        break;
-                case OPT_NODE:
-                        cfg.node = optarg;
-                        break;
-                case OPT_STATE_DIR:
-                        cfg.state_dir = optarg;
-                        break;
-                case OPT_TOPOLOGY:
-                        cfg.topology = optarg;
-                        break;
-                case OPT_DEV_ROOT:
-                        cfg.dev_root = optarg;
-                        break;
-                case OPT_SYS_ROOT:
-                        cfg.sys_root = optarg;
-                        break;
-                case OPT_LISTEN:
-                        cfg.listen = optarg;
-                        break;
-                case OPT_LABELS:
-                        json_decref(labels);
-                        labels = parse_labels(optarg);
-                        break;
-                case OPT_HEALTH_CMD:
-                        cfg.health_cmd = optarg;
-                        break;
-                case OPT_HEALTH_INTERVAL:
-                        cfg.health_interval_ms = parse_ms("health-interval-ms", optarg, 100);
-                        break;
-                case OPT_PROFILE_DIR:
-                        cfg.profile_dir = optarg;
-                        break;
-                case OPT_KILL_GRACE:
-                        cfg.kill_grace_ms = parse_ms("kill-grace-ms", optarg, 0);
-                        break;
-                case OPT_LOG_LEVEL:
-                        level = log_level_from_string(optarg);
-                        if (level == _LOG_LEVEL_INVALID)
-                                die_usage("--log-level must be error, warning, info or debug");
-                        break;
                 case OPT_HELP:
                         fputs(usage, stdout);
-                        return 0;
+                        exit(0);
+                case OPT_CONFIG:
+                        config = optarg;
+                        break;
                 case ':':
                         die_usage("%s needs a value", argv[optind - 1]);
-                default:
+                case '?':
                         die_usage("unknown option %s", argv[optind - 1]);
+                default:
+                        opts[n] = c;
+                        args[n++] = optarg;
                 }
         }
         if (optind < argc)
                 die_usage("unexpected argument \"%s\"", argv[optind]);
-        if (!cfg.controller || !*cfg.controller)
-                die_usage("--controller is required");
-        if (!cfg.node)
-                die_usage("--node is required");
-        if (!node_name_valid(cfg.node))
-                die_usage("--node may only contain letters, digits, '-', '_' and '.'");
-        if (!cfg.state_dir || !*cfg.state_dir)
-                die_usage("--state-dir is required");
-        cfg.labels = labels ? labels : json_object();
 
-        log_setup("axagent", level);
+        _cleanup_free_ char *error = NULL;
+        if (config_load_and_apply(config, DEFAULT_CONFIG, options, flag_only, settings_set, s,
+                                  ret_config, &error) < 0)
+                die_usage("%s", error);
+        for (int i = 0; i < n; i++) {
+                const char *reason = "has an invalid value";
+                if (settings_set(s, opts[i], args[i], &reason) < 0) {
+                        const struct option *o = options;
+                        while (o->name && o->val != opts[i])
+                                o++;
+                        die_usage("--%s %s, not \"%s\"", o->name, reason, args[i]);
+                }
+        }
+
+        if (!s->controller || !*s->controller)
+                die_usage("--controller is required");
+        if (!s->state_dir || !*s->state_dir)
+                die_usage("--state-dir is required");
+        if (!s->node) {
+                char host[256] = "";
+                gethostname(host, sizeof(host) - 1);
+                /* The short name: a node is named once in the cluster, not per domain. */
+                host[strcspn(host, ".")] = '\0';
+                if (!node_name_valid(host))
+                        die_usage("--node is required: the host name \"%s\" is not a valid "
+                                  "node name",
+                                  host);
+                s->node = xstrdup(host);
+        }
+        if (!s->labels)
+                s->labels = json_object();
+}
+
+int main(int argc, char **argv) {
+        Settings s = {
+                .listen = xstrdup("127.0.0.1:0"),
+                .health_interval_ms = 10000,
+                .kill_grace_ms = 3000,
+                .level = LOG_LEVEL_INFO,
+        };
+        const char *config_used = NULL;
+        settings_parse(&s, argc, argv, &config_used);
+        log_setup("axagent", s.level);
+        if (config_used)
+                log_info("Configuration read from %s", config_used);
 
         /*
          * Before any thread exists (libmicrohttpd, curl's resolver), so that SIGTERM
@@ -212,9 +329,24 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
                 log_error("Cannot initialise libcurl");
+                settings_done(&s);
                 return 1;
         }
 
+        AgentConfig cfg = {
+                .controller = s.controller,
+                .node = s.node,
+                .state_dir = s.state_dir,
+                .topology = s.topology,
+                .dev_root = s.dev_root ? s.dev_root : "",
+                .sys_root = s.sys_root ? s.sys_root : "",
+                .listen = s.listen,
+                .labels = s.labels,
+                .health_cmd = s.health_cmd,
+                .health_interval_ms = s.health_interval_ms,
+                .profile_dir = s.profile_dir,
+                .kill_grace_ms = s.kill_grace_ms,
+        };
         Agent *agent;
         int r = agent_new(&cfg, &agent);
         if (r >= 0) {
@@ -222,6 +354,6 @@ int main(int argc, char **argv) {
                 agent_free(agent);
         }
         curl_global_cleanup();
-        json_decref(cfg.labels);
+        settings_done(&s);
         return r < 0 ? 1 : 0;
 }

@@ -47,17 +47,27 @@ static json_t *env_copy_desired(json_t *desired, char **ret_error) {
         return env;
 }
 
-/* Adds every backend's visibility variables for the devices of the rank. */
+/* True when the node has at least one device of backend. */
+static bool env_backend_present(const AgentInventory *inv, const AccelBackend *backend) {
+        for (size_t i = 0; i < inv->n_devs; i++)
+                if (inv->devs[i].backend == backend)
+                        return true;
+        return false;
+}
+
+/*
+ * Adds every backend's visibility variables for the devices of the rank. A backend
+ * present on the node is asked even when the rank holds none of its devices, so that it
+ * hides them all: a rank must never see devices given to another.
+ */
 static int env_add_devices(json_t *env, json_t *devices, const AgentInventory *inv,
                            char **ret_error) {
-        if (!devices || json_array_size(devices) == 0)
-                return 0;
-        if (!json_is_array(devices)) {
+        if (devices && !json_is_array(devices)) {
                 *ret_error = xstrdup("devices is not an array");
                 return -EINVAL;
         }
         size_t n_req = json_array_size(devices);
-        _cleanup_free_ const AccelDevice **group = xcalloc(n_req, sizeof(*group));
+        _cleanup_free_ const AccelDevice **group = xcalloc(n_req + 1, sizeof(*group));
 
         for (size_t i = 0; i < n_req; i++) {
                 json_t *v = json_array_get(devices, i);
@@ -75,6 +85,8 @@ static int env_add_devices(json_t *env, json_t *devices, const AgentInventory *i
         /* One call per backend, with its devices in the order the controller gave. */
         for (size_t b = 0; accel_backends[b]; b++) {
                 const AccelBackend *backend = accel_backends[b];
+                if (!env_backend_present(inv, backend))
+                        continue;
                 size_t n = 0;
                 for (size_t i = 0; i < n_req; i++) {
                         const AccelDevice *d = agent_inventory_device(
@@ -82,8 +94,6 @@ static int env_add_devices(json_t *env, json_t *devices, const AgentInventory *i
                         if (d->backend == backend)
                                 group[n++] = d;
                 }
-                if (n == 0)
-                        continue;
                 int r = backend->devices_env(group, n, env);
                 if (r < 0) {
                         *ret_error = xasprintf("backend %s cannot set device visibility: %s",

@@ -15,7 +15,8 @@ static void test_sync_body(void) {
         CHECK(rank_table_start(t, &l, &r) == 0);
         CHECK(r->state == AGENT_RANK_EXITED);
 
-        AgentCheckpoint ck = { .job = 7, .attempt = 2, .step = 40, .path = "/ckpt/step_00000040" };
+        AgentCheckpoint ck = { .job = 7, .attempt = 2, .step = 40,
+                               .path = "/ckpt/step_00000040" };
         AgentHealth h = { .healthy = false, .reason = "gpu 3 fell off the bus" };
         json_t *body = agent_proto_sync_body("n1", "boot", t, &ck, 1, &h, 5);
         CHECK(strcmp(json_string_value(json_object_get(body, "node")), "n1") == 0);
@@ -40,7 +41,8 @@ static void test_sync_body(void) {
         json_decref(body);
 
         /* A later request does not move the stamp of the first report. */
-        body = agent_proto_sync_body("n1", "boot", t, NULL, 0, &(AgentHealth){ .healthy = true }, 9);
+        AgentHealth ok = { .healthy = true };
+        body = agent_proto_sync_body("n1", "boot", t, NULL, 0, &ok, 9);
         CHECK(r->exit_reported_in == 5);
         health = json_object_get(body, "health");
         CHECK(json_is_true(json_object_get(health, "healthy")));

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The rank environment: precedence of the layers, sorting, and refusals. */
+/*
+ * The rank environment: precedence of the layers, sorting, refusals, and on a synthetic
+ * HGX H100 host the device visibility of the NVIDIA backend and a launch profile.
+ */
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "rankenv.h"
 #include "test-util.h"
@@ -40,7 +45,7 @@ static void test_layers(const AgentInventory *inv) {
         CHECK(strcmp(envp_get(envp, "AXCTL_PROGRESS_FILE"), "/state/ranks/1-1-3/progress") == 0);
         /* Nothing else leaks from the agent's environment. */
         CHECK(!envp_get(envp, "SECRET_OF_AGENT"));
-        /* Sorted by key, "A_B" before "AXCTL_...", and "AXCTL_PROGRESS_FILE" before "AXCTL_RANK". */
+        /* Sorted by key: "A_B", "AXCTL_PROGRESS_FILE", "AXCTL_RANK", "HOME", "PATH". */
         for (size_t i = 1; envp[i]; i++) {
                 size_t a = strcspn(envp[i - 1], "="), b = strcspn(envp[i], "=");
                 int c = strncmp(envp[i - 1], envp[i], a < b ? a : b);
@@ -92,11 +97,69 @@ static void test_no_env(const AgentInventory *inv) {
         json_decref(devices);
 }
 
+static void test_gpus(const char *xml) {
+        _cleanup_free_ char *root = test_tmpdir();
+        _cleanup_free_ char *dev = xasprintf("%s/dev", root);
+        CHECK(mkdir(dev, 0755) == 0);
+        for (int i = 0; i < 8; i++) {
+                _cleanup_free_ char *node = xasprintf("%s/nvidia%d", dev, i);
+                test_write(node, "");
+        }
+        AccelConfig cfg = { .dev_root = root, .sys_root = root };
+        AgentInventory inv;
+        CHECK(agent_inventory_load(&inv, xml, &cfg) == 0);
+        CHECK(inv.n_devs == 8);
+
+        _cleanup_free_ char *profiles = xasprintf("%s/profiles", root);
+        CHECK(mkdir(profiles, 0755) == 0);
+        _cleanup_free_ char *generic = xasprintf("%s/nvidia.env", profiles);
+        _cleanup_free_ char *h100 = xasprintf("%s/nvidia-h100.env", profiles);
+        test_write(generic, "# all NVIDIA GPUs\nNCCL_DEBUG=INFO\nFOO=profile\n");
+        test_write(h100, "XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true\n");
+
+        json_t *env = json_pack("{s:s, s:s}", "FOO", "job", "CUDA_VISIBLE_DEVICES", "0,1,2");
+        json_t *devices = json_pack("[i, i]", 3, 1);
+        RankEnvRequest req = { .env = env, .devices = devices, .accelerator = "nvidia-h100",
+                               .profile_dir = profiles, .progress_path = "/p" };
+        char **envp = NULL;
+        char *error = NULL;
+        CHECK(agent_env_build(&req, &inv, &envp, &error) == 0);
+        /* The devices given, whatever the job's env claimed. */
+        CHECK(strcmp(envp_get(envp, "CUDA_VISIBLE_DEVICES"), "1,3") == 0);
+        CHECK(strcmp(envp_get(envp, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID") == 0);
+        /* Profile keys fill in, the job's own win. */
+        CHECK(strcmp(envp_get(envp, "FOO"), "job") == 0);
+        CHECK(strcmp(envp_get(envp, "NCCL_DEBUG"), "INFO") == 0);
+        CHECK(strstr(envp_get(envp, "XLA_FLAGS"), "latency_hiding"));
+        agent_env_free(envp);
+        json_decref(devices);
+
+        /* A rank given no GPU on a GPU node sees none. */
+        req.devices = NULL;
+        req.accelerator = NULL;
+        CHECK(agent_env_build(&req, &inv, &envp, &error) == 0);
+        CHECK(strcmp(envp_get(envp, "CUDA_VISIBLE_DEVICES"), "") == 0);
+        CHECK(!envp_get(envp, "NCCL_DEBUG"));
+        agent_env_free(envp);
+
+        json_decref(env);
+        agent_inventory_deinit(&inv);
+        util_rm_rf(root);
+}
+
 int main(void) {
         /* No devices: only the vendor-neutral layers are exercised here. */
         AgentInventory inv = { .cpus = 4, .memory_mb = 1024, .numa_nodes = 1 };
         test_layers(&inv);
         test_refusals(&inv);
         test_no_env(&inv);
+
+        const char *dir = getenv("TOPOLOGIES_DIR");
+        _cleanup_free_ char *xml = xasprintf("%s/nvidia-h100x8.xml", dir ? dir : ".");
+        if (access(xml, R_OK) < 0) {
+                fprintf(stderr, "%s not found: skipping the GPU checks\n", xml);
+                return TEST_SKIP;
+        }
+        test_gpus(xml);
         return 0;
 }

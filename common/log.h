@@ -55,10 +55,11 @@ void log_full(LogLevel level, const char *file, int line, const char *func, int6
 /* log_full() without location or fields, for callers that hold a level in a variable. */
 void log_msg(LogLevel level, const char *fmt, ...) _printf_(2, 3);
 
-#define log_error(...) log_full(LOG_LEVEL_ERROR, __FILE__, __LINE__, __func__, 0, NULL, 0, __VA_ARGS__)
-#define log_warning(...) log_full(LOG_LEVEL_WARNING, __FILE__, __LINE__, __func__, 0, NULL, 0, __VA_ARGS__)
-#define log_info(...) log_full(LOG_LEVEL_INFO, __FILE__, __LINE__, __func__, 0, NULL, 0, __VA_ARGS__)
-#define log_debug(...) log_full(LOG_LEVEL_DEBUG, __FILE__, __LINE__, __func__, 0, NULL, 0, __VA_ARGS__)
+#define log_at_(level, ...) log_full((level), __FILE__, __LINE__, __func__, 0, NULL, 0, __VA_ARGS__)
+#define log_error(...) log_at_(LOG_LEVEL_ERROR, __VA_ARGS__)
+#define log_warning(...) log_at_(LOG_LEVEL_WARNING, __VA_ARGS__)
+#define log_info(...) log_at_(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...) log_at_(LOG_LEVEL_DEBUG, __VA_ARGS__)
 
 /*
  * A message about a job, a node or a rank's attempt: the journal entry carries JOB_ID

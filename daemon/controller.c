@@ -25,6 +25,9 @@
  */
 #define SCHED_MIN_INTERVAL_MS 5
 
+/* An attempt that ran this long before failing resets the restart backoff. */
+#define BACKOFF_RESET_MS (10 * 60 * 1000)
+
 #define GROW(arr, n, cap)                                                                  \
         do {                                                                               \
                 if ((n) >= (cap)) {                                                        \
@@ -319,7 +322,14 @@ static void job_attempt_failed(Controller *ctl, Job *job, EndReason reason, Node
         attempt_end(ctl, job, reason, blamed ? blamed->name : NULL, detail);
         if (blamed && reason != END_DRAINED && reason != END_PREEMPTED)
                 node_blame(ctl, blamed);
-        HealthFailure f = {.reason = reason, .exit_code = exit_code, .signal = signal};
+        /* An attempt that committed a checkpoint or ran a while made progress: the next
+         * failure starts the backoff over, as a crash loop's does not. */
+        Attempt *a = job_current_attempt(job);
+        bool progressed = a && ((job->ckpt_step > a->resume_step) ||
+                                util_wall_ms() - a->started_ms >= BACKOFF_RESET_MS);
+        job->quick_failures = progressed ? 0 : job->quick_failures + 1;
+        HealthFailure f = {.reason = reason, .exit_code = exit_code, .signal = signal,
+                           .consecutive = progressed ? 0 : job->quick_failures - 1};
         HealthVerdict v = health_decide(&job->spec->restart, job->restarts, &f);
         char reason_text[400];
         snprintf(reason_text, sizeof(reason_text), "%s%s%s", v.why, detail ? ": " : "",

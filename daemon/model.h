@@ -67,6 +67,7 @@ typedef struct Job {
         int n_ranks;
         int64_t restart_at_ms; /* monotonic: when a restarting job may be placed again */
         int64_t failed_at_ms; /* monotonic: when the last failure was detected, 0 none */
+        int quick_failures; /* failures in a row without progress: the backoff exponent */
         SchedWait wait; /* why it is pending */
         bool dirty;
         bool active; /* in the controller's active list */

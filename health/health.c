@@ -32,7 +32,7 @@ HealthVerdict health_decide(const RestartPolicy *p, int restarts_used, const Hea
                          p->max_restarts);
                 return v;
         }
-        v.backoff_ms = health_backoff_ms(p, restarts_used);
+        v.backoff_ms = health_backoff_ms(p, f->consecutive);
         snprintf(v.why, sizeof(v.why), "%s; restart %d of %d", what, restarts_used + 1,
                  p->max_restarts);
         return v;

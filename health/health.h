@@ -23,6 +23,7 @@ typedef struct HealthFailure {
         EndReason reason;
         int exit_code; /* -1: none */
         int signal; /* 0: none */
+        int consecutive; /* earlier failures in a row without progress: the backoff exponent */
 } HealthFailure;
 
 typedef struct HealthVerdict {
@@ -31,7 +32,11 @@ typedef struct HealthVerdict {
         char why[160]; /* for the job's reason */
 } HealthVerdict;
 
-/* Decides what to do after an attempt ended with failure f, restarts_used so far. */
+/*
+ * Decides what to do after an attempt ended with failure f, restarts_used so far. The
+ * backoff grows with f->consecutive, not with the budget spent, so a job that fails
+ * now and then after making progress restarts at once each time.
+ */
 HealthVerdict health_decide(const RestartPolicy *policy, int restarts_used,
                             const HealthFailure *f);
 

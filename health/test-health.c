@@ -13,9 +13,12 @@ int main(void) {
         HealthVerdict v = health_decide(&p, 0, &crash);
         CHECK_INT(v.action, HEALTH_RESTART);
         CHECK_INT(v.backoff_ms, 0); /* the first restart is immediate by default */
+        crash.consecutive = 1;
         v = health_decide(&p, 1, &crash);
         CHECK_INT(v.action, HEALTH_RESTART);
         CHECK_INT(v.backoff_ms, 1000);
+        crash.consecutive = 0; /* progress made: at once again */
+        CHECK_INT(health_decide(&p, 1, &crash).backoff_ms, 0);
         v = health_decide(&p, 2, &crash);
         CHECK_INT(v.action, HEALTH_FAIL);
 

@@ -53,10 +53,12 @@ typedef struct FleetNode {
         const SchedNode *node;
         bool usable; /* schedulable: the only nodes ever given ranks */
         bool plain; /* no accelerator devices */
+        bool reserved; /* holds a reservation made in this pass */
         int cpu_free, cpu_total, cpu_res;
         bool mem_tracked;
         int64_t mem_free, mem_total, mem_res;
-        int slot; /* slot of kind 0 (cpus); slot + 1 + i: the node's i-th accelerator kind */
+        int slot; /* slot of kind 0 (cpus); slot + 1 + i: the node's i-th accelerator kind;
+                     on plain nodes slot + 1: the plain pseudo kind */
         int n_kinds; /* accelerator kinds present on the node */
         int *kind_id, *kind_free, *kind_total, *kind_res; /* per local kind */
         int *dev_kind; /* per device: kind id */
@@ -67,10 +69,11 @@ typedef struct Fleet {
         FleetNode *nodes;
         int n_nodes;
         int n_kinds; /* kinds known when the fleet was built */
+        int plain_kind; /* n_kinds: pseudo kind bucketing the cpus of plain nodes only */
         int64_t *capacity; /* per kind: total over usable nodes */
         int64_t *total_free; /* per kind: positive free amounts over usable nodes */
         bool has_plain, has_accel;
-        /* Buckets: per kind, lists of slots by free amount 0..bucket_max[kind]. */
+        /* Buckets: per kind (and plain_kind), slots by free amount 0..bucket_max[kind]. */
         int *bucket_max;
         int **head, **tail;
         int *slot_prev, *slot_next, *slot_node, *slot_kind, *slot_bucket;
@@ -88,7 +91,7 @@ typedef struct Fleet {
 } Fleet;
 
 /* Returns the id of kind name in map (adding it: names grows, *n counts). */
-int kind_intern(StrMap *map, char ***names, int *n, const char *name);
+int fleet_kind_intern(StrMap *map, char ***names, int *n, const char *name);
 
 /*
  * Builds the working fleet. empty: every device free and cpus/memory at their totals
@@ -98,11 +101,11 @@ int kind_intern(StrMap *map, char ***names, int *n, const char *name);
 void fleet_init(Fleet *f, const SchedNode *nodes, int n_nodes, bool empty, StrMap *kinds,
                 char ***kind_names, int *n_kind_names, const int *held_cpu,
                 const int64_t *held_mem);
-void fleet_done(Fleet *f);
+void fleet_deinit(Fleet *f);
 
-/* Fills c from a job's selector and same_label; free with constraint_done. */
-void constraint_build(const Fleet *f, const SchedJob *job, Constraint *c);
-void constraint_done(Constraint *c);
+/* Fills c from a job's selector and same_label; free with fleet_constraint_deinit. */
+void fleet_constraint_init(const Fleet *f, const SchedJob *job, Constraint *c);
+void fleet_constraint_deinit(Constraint *c);
 
 /*
  * Plans d: on success fills f->plan_* and returns true. Tries the avoided node only when
@@ -116,9 +119,14 @@ bool fleet_too_small(const Fleet *f, const Demand *d);
 
 /* Takes the last plan: chooses devices by locality; fills rank_node and rank_devices. */
 void fleet_commit(Fleet *f, const Demand *d, int *rank_node, int *rank_devices);
-/* Holds the last plan's capacity back without choosing devices (a reservation). */
+/*
+ * Holds the last plan's capacity back without choosing devices (a reservation); its nodes
+ * are held whole: no later plan of the pass uses them.
+ */
 void fleet_reserve(Fleet *f, const Demand *d);
 /* Gives back (sign 1) or takes again (sign -1) what running job r holds. */
 void fleet_release(Fleet *f, const SchedRunning *r, int kind, int sign);
+/* Whether node n alone takes all of d's ranks now. */
+bool fleet_node_fits(const Fleet *f, int n, const Demand *d);
 /* Amount of kind (0: cpus) that r holds on nodes c allows. */
 int64_t fleet_held_on(const Fleet *f, const SchedRunning *r, int kind, const Constraint *c);

@@ -1,355 +1,952 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Scheduling pass and gang placement. Jobs are taken by priority, then age; a job that
- * does not fit does not block smaller ones behind it (backfill). A job is placed on
- * all of its nodes or on none. Within a node, a rank's devices are chosen for locality:
- * one PCIe switch if possible, else one NUMA node, else any, taking the tightest group
- * that fits so that large groups stay whole for large ranks.
+ * The scheduling pass (docs/SCHEDULING.md). Projects take turns by their usage-to-quota
+ * ratio, re-evaluated after every job; within a project, aged jobs first, then priority,
+ * then the user with the least usage, then age. A job within its project's quota runs at
+ * tier 0 and may preempt other projects' borrowers (tier 1) to get its share; a job over
+ * quota only borrows what is left once every project had its turn (a second round).
+ * A job that does not fit does not block the ones behind it (backfill), except that a
+ * job waiting longer than the aging threshold holds back the nodes it needs.
+ *
+ * Repeated work is avoided: jobs with the same shape (demand and constraints) that failed
+ * once fail again in the same pass, since capacity only shrinks during a pass, and the
+ * fleet is kept bucketed by free capacity (fleet.c).
  */
-#include "sched.h"
-
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fleet.h"
+#include "sched.h"
+#include "strmap.h"
 #include "util.h"
+
+#define QUOTA_EPSILON 1e-6
+#define RATIO_INFINITE 1e300
 
 static const char *const wait_names[_SCHED_WAIT_MAX] = {
         [SCHED_WAIT_NONE] = "",
         [SCHED_WAIT_CAPACITY] = "waiting for capacity",
         [SCHED_WAIT_CONSTRAINT] = "no nodes satisfy the job's constraints",
+        [SCHED_WAIT_QUOTA] = "over its project's quota, waiting for spare capacity",
+        [SCHED_WAIT_RESERVED] = "capacity is held for a job that has waited longer",
+        [SCHED_WAIT_PREEMPTING] = "waiting for preempted jobs to release capacity",
 };
 
 const char *sched_wait_to_string(SchedWait w) {
         return w >= 0 && w < _SCHED_WAIT_MAX ? wait_names[w] : "";
 }
 
-/* Mutable free capacity of one node during a pass. */
-typedef struct FreeNode {
-        const SchedNode *node;
-        int cpus;
-        int64_t memory;
-        bool *device_free;
-} FreeNode;
+/* A hash map from fixed-width tuples of integers to dense ids. */
+typedef struct TupleMap {
+        int width;
+        size_t cap, n;
+        int64_t *keys;
+        int *ids; /* -1: empty */
+} TupleMap;
 
-static const char *label_get(const SchedNode *n, const char *key) {
-        for (int i = 0; i < n->n_labels; i++)
-                if (strcmp(n->labels[i].key, key) == 0)
-                        return n->labels[i].value;
-        return NULL;
+static void tuplemap_init(TupleMap *m, int width, size_t expect) {
+        size_t cap = 16;
+        while (cap < expect * 2)
+                cap *= 2;
+        *m = (TupleMap){.width = width, .cap = cap};
+        m->keys = xcalloc(cap * (size_t) width, sizeof(int64_t));
+        m->ids = xmalloc(cap * sizeof(int));
+        memset(m->ids, 0xff, cap * sizeof(int));
 }
 
-static bool node_matches(const SchedNode *n, const SchedJob *job) {
-        if (!n->schedulable)
-                return false;
-        for (int i = 0; i < job->n_node_selector; i++) {
-                const char *v = label_get(n, job->node_selector[i].key);
-                if (!v || strcmp(v, job->node_selector[i].value) != 0)
-                        return false;
-        }
-        if (job->same_label && !label_get(n, job->same_label))
-                return false;
-        return true;
+static void tuplemap_done(TupleMap *m) {
+        free(m->keys);
+        free(m->ids);
 }
 
-/*
- * Picks `want` free devices of `kind` on fn for one rank, by locality. Writes their
- * indices to out and marks them used. Returns false (nothing changed) when too few.
- */
-static bool pick_devices(FreeNode *fn, const char *kind, int want, int *out) {
-        const SchedNode *n = fn->node;
-        if (want == 0)
-                return true;
-        /* Try groups by switch, then by NUMA node, then the whole node. */
-        for (int level = 0; level < 3; level++) {
-                int best_group = -2, best_count = 0;
-                for (int d = 0; d < n->n_devices; d++) {
-                        if (!fn->device_free[d] || strcmp(n->devices[d].kind, kind) != 0)
-                                continue;
-                        int g = level == 0 ? n->devices[d].pcie_switch
-                                : level == 1 ? n->devices[d].numa_node
-                                             : 0;
-                        if (g < 0)
-                                continue;
-                        int count = 0;
-                        for (int e = 0; e < n->n_devices; e++) {
-                                if (!fn->device_free[e] || strcmp(n->devices[e].kind, kind) != 0)
-                                        continue;
-                                int ge = level == 0 ? n->devices[e].pcie_switch
-                                         : level == 1 ? n->devices[e].numa_node
-                                                      : 0;
-                                if (ge == g)
-                                        count++;
-                        }
-                        if (count >= want && (best_group == -2 || count < best_count)) {
-                                best_group = g;
-                                best_count = count;
-                        }
+/* Returns the id of key, adding it as the next id when new. */
+static int tuplemap_intern(TupleMap *m, const int64_t *key) {
+        uint64_t h = 1469598103934665603ULL;
+        for (int i = 0; i < m->width; i++)
+                h = (h ^ (uint64_t) key[i]) * 1099511628211ULL;
+        size_t mask = m->cap - 1;
+        for (size_t i = (size_t) (h ^ (h >> 29)) & mask;; i = (i + 1) & mask) {
+                int64_t *k = m->keys + i * (size_t) m->width;
+                if (m->ids[i] < 0) {
+                        memcpy(k, key, (size_t) m->width * sizeof(int64_t));
+                        m->ids[i] = (int) m->n++;
+                        return m->ids[i];
                 }
-                if (best_group == -2)
-                        continue;
-                int got = 0;
-                for (int d = 0; d < n->n_devices && got < want; d++) {
-                        if (!fn->device_free[d] || strcmp(n->devices[d].kind, kind) != 0)
-                                continue;
-                        int g = level == 0 ? n->devices[d].pcie_switch
-                                : level == 1 ? n->devices[d].numa_node
-                                             : 0;
-                        if (g != best_group)
-                                continue;
-                        fn->device_free[d] = false;
-                        out[got++] = d;
-                }
-                return true;
+                if (memcmp(k, key, (size_t) m->width * sizeof(int64_t)) == 0)
+                        return m->ids[i];
         }
-        return false;
 }
 
-static int free_devices_of(const FreeNode *fn, const char *kind) {
-        int c = 0;
-        for (int d = 0; d < fn->node->n_devices; d++)
-                if (fn->device_free[d] && strcmp(fn->node->devices[d].kind, kind) == 0)
-                        c++;
-        return c;
+static int name_intern(StrMap *map, int *n, const char *name) {
+        void *v = strmap_get(map, name);
+        if (v)
+                return (int) ((intptr_t) v - 1);
+        strmap_put(map, name, (void *) (intptr_t) (*n + 1));
+        return (*n)++;
 }
 
-/* How many more ranks of job fit on fn (capacity only). */
-static int ranks_fitting(const FreeNode *fn, const SchedJob *job) {
-        int fit = job->ranks;
-        if (job->cpus > 0)
-                fit = min_int(fit, fn->cpus / job->cpus);
-        if (job->memory_mb > 0 && fn->memory >= 0)
-                fit = min_int(fit, (int) (fn->memory / job->memory_mb));
-        if (job->accelerator && job->accelerators_per_rank > 0)
-                fit = min_int(fit, free_devices_of(fn, job->accelerator) /
-                                           job->accelerators_per_rank);
-        return fit;
-}
+typedef struct PJob {
+        const SchedJob *job;
+        int project, pair, shape, cons;
+        bool starving;
+        int64_t submitted;
+        int64_t dem_cpu, dem_acc; /* whole-job demand of cpus and of its accelerator kind */
+        Demand demand;
+} PJob;
+
+/* What the pass learned about one job shape; all of it stays true for the pass. */
+typedef struct Shape {
+        bool failed; /* does not fit the free capacity */
+        bool nores_failed; /* would not fit even without this pass's reservations */
+        bool reserve_failed; /* no unreserved nodes left to reserve for it */
+        signed char feasible; /* fits the empty fleet; -1: not known yet */
+        int preempt_failed_project; /* no borrowers to preempt for this project; -1 */
+} Shape;
+
+/* Queues of one round: jobs by project, level (aged, priority) and user. */
+typedef struct Run {
+        int pair, cur, end; /* positions in the queue's order */
+} Run;
+
+typedef struct Queue {
+        int *order; /* PJob indices */
+        int n;
+        Run *runs;
+        int n_runs;
+        int *level_end; /* per run: end of its level's runs */
+        int *proj_run, *proj_run_end; /* per project: its runs; -1: none */
+        int *uheap, *uheap_n; /* per project: heap of runs of its current level */
+        int *pheap;
+        int pheap_n;
+} Queue;
 
 typedef struct Pass {
-        FreeNode *free;
-        int n;
+        const SchedSnapshot *s;
+        SchedResult *res;
+        Fleet fleet;
+        StrMap *kind_map;
+        char **kinds;
+        int n_kinds;
+        StrMap *project_map;
+        const char **project_names;
+        int n_projects;
+        bool *configured;
+        double *quota, *ratio; /* quota: n_projects * n_kinds */
+        int64_t *usage, *used; /* n_projects * n_kinds: now, and at the start */
+        int n_pairs;
+        int64_t *pair_usage; /* n_pairs * n_kinds */
+        double *pair_dom;
+        PJob *jobs;
+        Shape *shapes;
+        Constraint *cons;
+        int n_cons;
+        int *run_kind, *run_project, *run_pair;
+        int *victims, n_victims; /* borrowers, in preemption order */
+        int *stopping, n_stopping;
+        bool *taken;
+        int *chosen;
+        bool *blocked; /* per project: round 1 defers its remaining jobs */
+        bool reserved_any;
+        int reservations_left;
+        int *deferred, n_deferred;
 } Pass;
 
-/* Places one rank on node i: takes cpus, memory and devices. False if devices are
- * too scattered to give the rank its count (cannot happen when counts fit). */
-static bool take_rank(FreeNode *fn, const SchedJob *job, int *devices_out) {
-        if (job->accelerator && !pick_devices(fn, job->accelerator, job->accelerators_per_rank,
-                                              devices_out))
+static int64_t *usage_row(int64_t *base, int i, int n_kinds) {
+        return base + (size_t) i * (size_t) n_kinds;
+}
+
+static void project_ratio_update(Pass *P, int p) {
+        double r = 0;
+        for (int k = 0; k < P->n_kinds; k++) {
+                double u = (double) usage_row(P->usage, p, P->n_kinds)[k];
+                double q = P->quota[(size_t) p * (size_t) P->n_kinds + (size_t) k];
+                if (u <= 0)
+                        continue;
+                double x = q > QUOTA_EPSILON ? u / q : RATIO_INFINITE;
+                if (x > r)
+                        r = x;
+        }
+        P->ratio[p] = r;
+}
+
+static void pair_dom_update(Pass *P, int pair) {
+        double r = 0;
+        for (int k = 0; k < P->n_kinds; k++) {
+                double cap = k < P->fleet.n_kinds ? (double) P->fleet.capacity[k] : 0;
+                double u = (double) usage_row(P->pair_usage, pair, P->n_kinds)[k];
+                if (cap > 0 && u / cap > r)
+                        r = u / cap;
+        }
+        P->pair_dom[pair] = r;
+}
+
+static void usage_add(Pass *P, int project, int pair, int kind, int64_t cpu, int64_t acc) {
+        int64_t *pu = usage_row(P->usage, project, P->n_kinds);
+        pu[0] += cpu;
+        if (kind > 0)
+                pu[kind] += acc;
+        project_ratio_update(P, project);
+        if (pair < 0)
+                return;
+        int64_t *uu = usage_row(P->pair_usage, pair, P->n_kinds);
+        uu[0] += cpu;
+        if (kind > 0)
+                uu[kind] += acc;
+        pair_dom_update(P, pair);
+}
+
+/* Whether the project stays within its quota with cpu and acc more of kind. */
+static bool within_quota(const int64_t *usage, const double *quota, int kind, int64_t cpu,
+                         int64_t acc) {
+        if (cpu > 0 && (double) (usage[0] + cpu) > quota[0] + QUOTA_EPSILON)
                 return false;
-        fn->cpus -= job->cpus;
-        if (fn->memory >= 0)
-                fn->memory -= job->memory_mb;
-        return true;
+        return kind == 0 || acc <= 0 || (double) (usage[kind] + acc) <= quota[kind] + QUOTA_EPSILON;
 }
 
-/*
- * Tries to place job on the nodes of pass whose index passes `allowed` (label group and
- * avoided node). Fills placement on success and commits the capacity; on failure the
- * pass's capacity is unchanged.
- */
-static bool try_place(Pass *pass, const SchedJob *job, const char *group_value,
-                      const char *skip_node, SchedPlacement *pl) {
-        int n = pass->n;
-        int apr = job->accelerator ? job->accelerators_per_rank : 0;
-        /* Work on a copy so a failed attempt leaves nothing behind. */
-        FreeNode *copy = xcalloc((size_t) n, sizeof(FreeNode));
-        int total_devices = 0;
-        for (int i = 0; i < n; i++)
-                total_devices += pass->free[i].node->n_devices;
-        bool *dev_pool = xcalloc((size_t) total_devices + 1, sizeof(bool));
-        for (int i = 0, off = 0; i < n; i++) {
-                copy[i] = pass->free[i];
-                copy[i].device_free = dev_pool + off;
-                memcpy(copy[i].device_free, pass->free[i].device_free,
-                       (size_t) pass->free[i].node->n_devices * sizeof(bool));
-                off += pass->free[i].node->n_devices;
-        }
-
-        /* Candidate nodes, tightest fit first (best fit limits fragmentation). */
-        int *order = xcalloc((size_t) n + 1, sizeof(int));
-        int *fits = xcalloc((size_t) n + 1, sizeof(int));
-        int n_cand = 0;
-        for (int i = 0; i < n; i++) {
-                const SchedNode *node = copy[i].node;
-                if (!node_matches(node, job))
-                        continue;
-                if (skip_node && strcmp(node->name, skip_node) == 0)
-                        continue;
-                if (group_value && strcmp(label_get(node, job->same_label), group_value) != 0)
-                        continue;
-                int f = ranks_fitting(&copy[i], job);
-                if (job->ranks_per_node > 0 && f < job->ranks_per_node)
-                        continue;
-                if (f <= 0)
-                        continue;
-                fits[i] = f;
-                order[n_cand++] = i;
-        }
-        /* Insertion sort by ascending fit; stable, so equal nodes keep fleet order. */
-        for (int a = 1; a < n_cand; a++) {
-                int v = order[a], b = a - 1;
-                while (b >= 0 && fits[order[b]] > fits[v]) {
-                        order[b + 1] = order[b];
-                        b--;
-                }
-                order[b + 1] = v;
-        }
-        int *rank_node = xcalloc((size_t) job->ranks, sizeof(int));
-        int *rank_devices = xcalloc((size_t) job->ranks * (size_t) apr + 1, sizeof(int));
-        int placed = 0;
-        bool ok = true;
-        if (job->ranks_per_node == 0) {
-                /* Prefer the fewest nodes: if one node fits the whole gang, use the
-                 * tightest such node; else fill the largest first. */
-                int single = -1;
-                for (int k = 0; k < n_cand; k++)
-                        if (fits[order[k]] >= job->ranks) {
-                                single = order[k];
-                                break;
-                        }
-                if (single < 0)
-                        for (int a = 0, b = n_cand - 1; a < b; a++, b--) {
-                                int t = order[a];
-                                order[a] = order[b];
-                                order[b] = t;
-                        }
-                for (int k = 0; k < n_cand && placed < job->ranks && ok; k++) {
-                        int i = single >= 0 ? single : order[k];
-                        int take = min_int(fits[i], job->ranks - placed);
-                        for (int t = 0; t < take && ok; t++, placed++) {
-                                ok = take_rank(&copy[i], job, rank_devices + placed * apr);
-                                rank_node[placed] = i;
-                        }
-                        if (single >= 0)
-                                break;
-                }
-        } else {
-                for (int k = 0; k < n_cand && placed < job->ranks && ok; k++) {
-                        int i = order[k];
-                        for (int t = 0; t < job->ranks_per_node && ok; t++, placed++) {
-                                ok = take_rank(&copy[i], job, rank_devices + placed * apr);
-                                rank_node[placed] = i;
-                        }
-                }
-        }
-        ok = ok && placed == job->ranks;
-        if (ok) {
-                for (int i = 0; i < n; i++) {
-                        pass->free[i].cpus = copy[i].cpus;
-                        pass->free[i].memory = copy[i].memory;
-                        memcpy(pass->free[i].device_free, copy[i].device_free,
-                               (size_t) copy[i].node->n_devices * sizeof(bool));
-                }
-                pl->job = job->id;
-                pl->n_ranks = job->ranks;
-                pl->rank_node = rank_node;
-                pl->rank_devices = rank_devices;
-                pl->accelerators_per_rank = apr;
-        } else {
-                free(rank_node);
-                free(rank_devices);
-        }
-        free(order);
-        free(fits);
-        free(dev_pool);
-        free(copy);
-        return ok;
+static bool job_within_quota(const Pass *P, const PJob *pj) {
+        return within_quota(usage_row(P->usage, pj->project, P->n_kinds),
+                            P->quota + (size_t) pj->project * (size_t) P->n_kinds,
+                            pj->demand.kind, pj->dem_cpu, pj->dem_acc);
 }
 
-/* Places job in pass, honouring same_label groups and the avoided node. */
-static bool place_job(Pass *pass, const SchedJob *job, SchedPlacement *pl) {
-        for (int avoid = 1; avoid >= 0; avoid--) {
-                const char *skip = avoid ? job->avoid_node : NULL;
-                if (avoid && !skip)
-                        continue;
-                if (!job->same_label) {
-                        if (try_place(pass, job, NULL, skip, pl))
-                                return true;
-                        continue;
-                }
-                /* One label value at a time, in fleet order of first appearance. */
-                for (int i = 0; i < pass->n; i++) {
-                        const char *v = label_get(pass->free[i].node, job->same_label);
-                        if (!v)
-                                continue;
-                        bool seen = false;
-                        for (int j = 0; j < i && !seen; j++) {
-                                const char *w = label_get(pass->free[j].node, job->same_label);
-                                seen = w && strcmp(v, w) == 0;
-                        }
-                        if (!seen && try_place(pass, job, v, skip, pl))
-                                return true;
-                }
-        }
-        return false;
-}
+/* ---- Queues ---- */
 
-static int job_order(const void *a, const void *b) {
-        const SchedJob *x = *(const SchedJob *const *) a, *y = *(const SchedJob *const *) b;
+typedef struct SortItem {
+        int project, starving, priority, pair;
+        int64_t submitted, id;
+        int idx;
+} SortItem;
+
+static int sort_item_cmp(const void *a, const void *b) {
+        const SortItem *x = a, *y = b;
+        if (x->project != y->project)
+                return x->project < y->project ? -1 : 1;
+        if (x->starving != y->starving)
+                return x->starving > y->starving ? -1 : 1;
         if (x->priority != y->priority)
                 return x->priority > y->priority ? -1 : 1;
-        if (x->created_ms != y->created_ms)
-                return x->created_ms < y->created_ms ? -1 : 1;
+        if (x->pair != y->pair)
+                return x->pair < y->pair ? -1 : 1;
+        if (x->submitted != y->submitted)
+                return x->submitted < y->submitted ? -1 : 1;
         return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static void pass_init(Pass *pass, const SchedNode *nodes, int n, bool empty) {
-        pass->n = n;
-        pass->free = xcalloc((size_t) n + 1, sizeof(FreeNode));
+static const PJob *run_head(const Pass *P, const Queue *q, int r) {
+        return &P->jobs[q->order[q->runs[r].cur]];
+}
+
+/* Users of one level: the least usage first, then the oldest waiting job. */
+static bool run_less(const Pass *P, const Queue *q, int a, int b) {
+        double da = P->pair_dom[q->runs[a].pair], db = P->pair_dom[q->runs[b].pair];
+        if (da != db)
+                return da < db;
+        const PJob *x = run_head(P, q, a), *y = run_head(P, q, b);
+        if (x->submitted != y->submitted)
+                return x->submitted < y->submitted;
+        return x->job->id < y->job->id;
+}
+
+/* Projects: the lowest usage-to-quota ratio first, then their next jobs. */
+static bool proj_less(const Pass *P, const Queue *q, int a, int b) {
+        if (P->ratio[a] != P->ratio[b])
+                return P->ratio[a] < P->ratio[b];
+        const PJob *x = run_head(P, q, q->uheap[q->proj_run[a]]);
+        const PJob *y = run_head(P, q, q->uheap[q->proj_run[b]]);
+        if (x->starving != y->starving)
+                return x->starving;
+        if (x->job->priority != y->job->priority)
+                return x->job->priority > y->job->priority;
+        if (x->submitted != y->submitted)
+                return x->submitted < y->submitted;
+        return a < b;
+}
+
+typedef bool (*HeapLess)(const Pass *P, const Queue *q, int a, int b);
+
+static void heap_push(const Pass *P, const Queue *q, int *h, int *n, int v, HeapLess less) {
+        int i = (*n)++;
+        while (i > 0) {
+                int parent = (i - 1) / 2;
+                if (!less(P, q, v, h[parent]))
+                        break;
+                h[i] = h[parent];
+                i = parent;
+        }
+        h[i] = v;
+}
+
+static int heap_pop(const Pass *P, const Queue *q, int *h, int *n, HeapLess less) {
+        int top = h[0], v = h[--(*n)], i = 0;
+        for (;;) {
+                int c = 2 * i + 1;
+                if (c >= *n)
+                        break;
+                if (c + 1 < *n && less(P, q, h[c + 1], h[c]))
+                        c++;
+                if (!less(P, q, h[c], v))
+                        break;
+                h[i] = h[c];
+                i = c;
+        }
+        if (*n > 0)
+                h[i] = v;
+        return top;
+}
+
+/* Fills project p's user heap with the runs of the level starting at run r. */
+static void queue_level_load(const Pass *P, Queue *q, int p, int r) {
+        int *h = q->uheap + q->proj_run[p];
+        q->uheap_n[p] = 0;
+        for (int i = r; i < q->level_end[r]; i++)
+                heap_push(P, q, h, &q->uheap_n[p], i, run_less);
+}
+
+static void queue_build(Pass *P, Queue *q, const int *jobs, int n) {
+        *q = (Queue){.n = n};
+        SortItem *items = xcalloc((size_t) n + 1, sizeof(SortItem));
         for (int i = 0; i < n; i++) {
-                FreeNode *fn = &pass->free[i];
-                fn->node = &nodes[i];
-                fn->cpus = nodes[i].cpus_free;
-                fn->memory = nodes[i].memory_free_mb;
-                fn->device_free = xcalloc((size_t) nodes[i].n_devices + 1, sizeof(bool));
-                for (int d = 0; d < nodes[i].n_devices; d++)
-                        fn->device_free[d] = empty || nodes[i].devices[d].free;
+                const PJob *pj = &P->jobs[jobs[i]];
+                items[i] = (SortItem){.project = pj->project, .starving = pj->starving,
+                                      .priority = pj->job->priority, .pair = pj->pair,
+                                      .submitted = pj->submitted, .id = pj->job->id,
+                                      .idx = jobs[i]};
+        }
+        qsort(items, (size_t) n, sizeof(SortItem), sort_item_cmp);
+        q->order = xcalloc((size_t) n + 1, sizeof(int));
+        q->runs = xcalloc((size_t) n + 1, sizeof(Run));
+        q->level_end = xcalloc((size_t) n + 1, sizeof(int));
+        q->proj_run = xmalloc(((size_t) P->n_projects + 1) * sizeof(int));
+        q->proj_run_end = xmalloc(((size_t) P->n_projects + 1) * sizeof(int));
+        memset(q->proj_run, 0xff, ((size_t) P->n_projects + 1) * sizeof(int));
+        q->uheap = xcalloc((size_t) n + 1, sizeof(int));
+        q->uheap_n = xcalloc((size_t) P->n_projects + 1, sizeof(int));
+        q->pheap = xcalloc((size_t) P->n_projects + 1, sizeof(int));
+        int level_start = 0;
+        for (int i = 0; i < n; i++) {
+                const SortItem *it = &items[i], *prev = i > 0 ? &items[i - 1] : NULL;
+                q->order[i] = it->idx;
+                bool new_project = !prev || prev->project != it->project;
+                bool new_level = new_project || prev->starving != it->starving ||
+                                 prev->priority != it->priority;
+                if (new_level || prev->pair != it->pair) {
+                        if (new_level) {
+                                for (int r = level_start; r < q->n_runs; r++)
+                                        q->level_end[r] = q->n_runs;
+                                level_start = q->n_runs;
+                        }
+                        if (new_project) {
+                                if (prev)
+                                        q->proj_run_end[prev->project] = q->n_runs;
+                                q->proj_run[it->project] = q->n_runs;
+                        }
+                        q->runs[q->n_runs++] = (Run){.pair = it->pair, .cur = i, .end = i};
+                }
+                q->runs[q->n_runs - 1].end = i + 1;
+        }
+        for (int r = level_start; r < q->n_runs; r++)
+                q->level_end[r] = q->n_runs;
+        if (n > 0)
+                q->proj_run_end[items[n - 1].project] = q->n_runs;
+        free(items);
+        for (int p = 0; p < P->n_projects; p++)
+                if (q->proj_run[p] >= 0) {
+                        queue_level_load(P, q, p, q->proj_run[p]);
+                        heap_push(P, q, q->pheap, &q->pheap_n, p, proj_less);
+                }
+}
+
+static void queue_done(Queue *q) {
+        free(q->order);
+        free(q->runs);
+        free(q->level_end);
+        free(q->proj_run);
+        free(q->proj_run_end);
+        free(q->uheap);
+        free(q->uheap_n);
+        free(q->pheap);
+}
+
+/* ---- One job's turn ---- */
+
+static int primary_kind(const Demand *d) {
+        return d->kind > 0 && d->apr > 0 ? d->kind : 0;
+}
+
+static void place(Pass *P, PJob *pj, int tier) {
+        SchedResult *res = P->res;
+        const Demand *d = &pj->demand;
+        int apr = d->kind > 0 ? d->apr : 0;
+        SchedPlacement *pl = &res->placements[res->n_placements++];
+        *pl = (SchedPlacement){.job = pj->job->id, .n_ranks = d->ranks,
+                               .rank_node = xcalloc((size_t) d->ranks + 1, sizeof(int)),
+                               .rank_devices = xcalloc((size_t) d->ranks * (size_t) apr + 1,
+                                                       sizeof(int)),
+                               .accelerators_per_rank = apr, .tier = tier};
+        fleet_commit(&P->fleet, d, pl->rank_node, pl->rank_devices);
+        usage_add(P, pj->project, pj->pair, d->kind, pj->dem_cpu, pj->dem_acc);
+}
+
+/* Gives back (sign 1) or takes again (sign -1) the running entries listed. */
+static void release_list(Pass *P, const int *list, int n, int sign) {
+        for (int i = 0; i < n; i++)
+                if (list[i] >= 0)
+                        fleet_release(&P->fleet, &P->s->running[list[i]], P->run_kind[list[i]],
+                                      sign);
+}
+
+/* What running entry r holds of d's primary resource on nodes d allows. */
+static int64_t held_for(const Pass *P, int r, const Demand *d) {
+        int pk = primary_kind(d);
+        if (pk > 0 && P->run_kind[r] != pk)
+                return 0;
+        return fleet_held_on(&P->fleet, &P->s->running[r], pk, d->cons);
+}
+
+/*
+ * Whether giving back running entry r may have made d fit, so that planning is worth it:
+ * a job that must sit on one node can only fit on one of r's nodes; others are judged
+ * by the free total.
+ */
+static bool worth_planning(const Pass *P, int r, const Demand *d, bool single, int64_t avail,
+                           int64_t need) {
+        if (avail < need)
+                return false;
+        if (!single)
+                return true;
+        const SchedRunning *run = &P->s->running[r];
+        for (int k = 0; run->rank_node && k < run->n_ranks; k++) {
+                int n = run->rank_node[k];
+                if (n >= 0 && n < P->fleet.n_nodes && fleet_node_fits(&P->fleet, n, d))
+                        return true;
+        }
+        return false;
+}
+
+/* Whether running entry r has a rank on one of the last plan's nodes. */
+static bool on_plan(const Pass *P, int r) {
+        const SchedRunning *run = &P->s->running[r];
+        for (int k = 0; run->rank_node && k < run->n_ranks; k++)
+                for (int p = 0; p < P->fleet.n_plan; p++)
+                        if (run->rank_node[k] == P->fleet.plan_node[p])
+                                return true;
+        return false;
+}
+
+/*
+ * Frees capacity for a job within its quota: what stopping jobs hold first, then
+ * borrowers of other projects in preemption order until the job fits; then drops every
+ * borrower the job can do without (those off the planned nodes, then the newest choices
+ * first), so the set is minimal. On success the planned nodes are held for the job (a
+ * reservation) and the victims are listed.
+ */
+static bool try_preempt(Pass *P, PJob *pj) {
+        Shape *sh = &P->shapes[pj->shape];
+        Fleet *f = &P->fleet;
+        const Demand *d = &pj->demand;
+        if (sh->preempt_failed_project == pj->project || (P->n_victims == 0 && P->n_stopping == 0))
+                return false;
+        int pk = primary_kind(d);
+        if (pk >= f->n_kinds)
+                return false;
+        bool single = d->ranks == 1 || (d->rpn > 0 && d->rpn >= d->ranks);
+        int64_t need = (int64_t) d->ranks * (pk > 0 ? d->apr : d->cpus);
+        int64_t avail = f->total_free[pk];
+        int n_stop = 0, n = 0;
+        int *stop = P->chosen + P->s->n_running; /* second half of the scratch */
+        bool worth = false, fits = false;
+        for (int i = 0; i < P->n_stopping; i++) {
+                int r = P->stopping[i];
+                int64_t h = held_for(P, r, d);
+                if (h <= 0)
+                        continue;
+                fleet_release(f, &P->s->running[r], P->run_kind[r], 1);
+                stop[n_stop++] = r;
+                avail += h;
+                worth = worth || worth_planning(P, r, d, single, avail, need);
+        }
+        if (worth)
+                fits = fleet_plan(f, d, PLAN_BEST);
+        for (int i = 0; i < P->n_victims && !fits; i++) {
+                int r = P->victims[i];
+                if (P->taken[r] || P->run_project[r] == pj->project)
+                        continue;
+                int64_t h = held_for(P, r, d);
+                if (h <= 0)
+                        continue;
+                fleet_release(f, &P->s->running[r], P->run_kind[r], 1);
+                P->chosen[n++] = r;
+                avail += h;
+                if (worth_planning(P, r, d, single, avail, need))
+                        fits = fleet_plan(f, d, PLAN_BEST);
+        }
+        if (!fits) {
+                release_list(P, P->chosen, n, -1);
+                release_list(P, stop, n_stop, -1);
+                sh->preempt_failed_project = pj->project;
+                return false;
+        }
+        /* Victims off the planned nodes are not needed for this plan. */
+        for (int i = 0; i < n; i++)
+                if (!on_plan(P, P->chosen[i])) {
+                        fleet_release(f, &P->s->running[P->chosen[i]], P->run_kind[P->chosen[i]],
+                                      -1);
+                        P->chosen[i] = -1;
+                }
+        for (int i = n - 1; i >= 0; i--) {
+                int r = P->chosen[i];
+                if (r < 0)
+                        continue;
+                fleet_release(f, &P->s->running[r], P->run_kind[r], -1);
+                if (fleet_plan(f, d, PLAN_BEST))
+                        P->chosen[i] = -1; /* not needed */
+                else
+                        fleet_release(f, &P->s->running[r], P->run_kind[r], 1);
+        }
+        bool ok = fleet_plan(f, d, PLAN_BEST);
+        release_list(P, P->chosen, n, -1);
+        release_list(P, stop, n_stop, -1);
+        if (!ok) /* cannot happen: the state is one that fitted */
+                return false;
+        fleet_reserve(f, d);
+        P->reserved_any = true;
+        SchedResult *res = P->res;
+        for (int i = 0; i < n; i++) {
+                int r = P->chosen[i];
+                if (r < 0)
+                        continue;
+                P->taken[r] = true;
+                res->preempt[res->n_preempt++] = P->s->running[r].id;
+        }
+        return true;
+}
+
+static void job_turn(Pass *P, int j, int round) {
+        PJob *pj = &P->jobs[j];
+        SchedWait *wait = &P->res->wait[j];
+        Shape *sh = &P->shapes[pj->shape];
+        bool tier0 = job_within_quota(P, pj);
+        if (round == 1 && (!tier0 || P->blocked[pj->project])) {
+                /* Borrows in the second round. An aged job takes the rest of its project's
+                 * queue with it, so that the project's later jobs cannot overtake it. */
+                if (pj->starving)
+                        P->blocked[pj->project] = true;
+                P->deferred[P->n_deferred++] = j;
+                return;
+        }
+        if (sh->feasible == 0) {
+                *wait = SCHED_WAIT_CONSTRAINT;
+                return;
+        }
+        if (!sh->failed) {
+                if (!fleet_too_small(&P->fleet, &pj->demand) &&
+                    fleet_plan(&P->fleet, &pj->demand, PLAN_BEST)) {
+                        place(P, pj, tier0 ? 0 : 1);
+                        *wait = SCHED_WAIT_NONE;
+                        return;
+                }
+                sh->failed = true;
+        }
+        if (sh->feasible < 0)
+                sh->feasible = fleet_fits(&P->fleet, &pj->demand, FIT_TOTAL);
+        if (!sh->feasible) {
+                *wait = SCHED_WAIT_CONSTRAINT;
+                return;
+        }
+        if (tier0 && round == 1 && try_preempt(P, pj)) {
+                usage_add(P, pj->project, pj->pair, pj->demand.kind, pj->dem_cpu, pj->dem_acc);
+                *wait = SCHED_WAIT_PREEMPTING;
+                return;
+        }
+        if (pj->starving && !sh->reserve_failed && P->reservations_left > 0) {
+                if (fleet_plan(&P->fleet, &pj->demand, PLAN_RESERVE)) {
+                        fleet_reserve(&P->fleet, &pj->demand);
+                        P->reserved_any = true;
+                        P->reservations_left--;
+                        *wait = tier0 ? SCHED_WAIT_CAPACITY : SCHED_WAIT_QUOTA;
+                        return;
+                }
+                sh->reserve_failed = true;
+        }
+        if (P->reserved_any && !sh->nores_failed) {
+                if (fleet_fits(&P->fleet, &pj->demand, FIT_NORES)) {
+                        *wait = SCHED_WAIT_RESERVED;
+                        return;
+                }
+                sh->nores_failed = true;
+        }
+        *wait = tier0 ? SCHED_WAIT_CAPACITY : SCHED_WAIT_QUOTA;
+}
+
+static void round_run(Pass *P, const int *jobs, int n, int round) {
+        Queue q;
+        queue_build(P, &q, jobs, n);
+        while (q.pheap_n > 0) {
+                int p = heap_pop(P, &q, q.pheap, &q.pheap_n, proj_less);
+                int *uh = q.uheap + q.proj_run[p];
+                int r = heap_pop(P, &q, uh, &q.uheap_n[p], run_less);
+                int j = q.order[q.runs[r].cur++];
+                int level_end = q.level_end[r];
+                job_turn(P, j, round);
+                if (q.runs[r].cur < q.runs[r].end)
+                        heap_push(P, &q, uh, &q.uheap_n[p], r, run_less);
+                if (q.uheap_n[p] == 0) {
+                        if (level_end >= q.proj_run_end[p])
+                                continue; /* the project has no more jobs */
+                        queue_level_load(P, &q, p, level_end);
+                }
+                heap_push(P, &q, q.pheap, &q.pheap_n, p, proj_less);
+        }
+        queue_done(&q);
+}
+
+/* ---- Setting up a pass ---- */
+
+typedef struct RunSort {
+        int project, tier, priority;
+        int64_t started, id;
+        int idx;
+} RunSort;
+
+/* Tier promotion order: per project, tier 0 first, then priority, then the oldest. */
+static int run_tier_cmp(const void *a, const void *b) {
+        const RunSort *x = a, *y = b;
+        if (x->project != y->project)
+                return x->project < y->project ? -1 : 1;
+        if (x->tier != y->tier)
+                return x->tier < y->tier ? -1 : 1;
+        if (x->priority != y->priority)
+                return x->priority > y->priority ? -1 : 1;
+        if (x->started != y->started)
+                return x->started < y->started ? -1 : 1;
+        return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Preemption order: the lowest priority first, then the newest. */
+static int run_victim_cmp(const void *a, const void *b) {
+        const RunSort *x = a, *y = b;
+        if (x->priority != y->priority)
+                return x->priority < y->priority ? -1 : 1;
+        if (x->started != y->started)
+                return x->started > y->started ? -1 : 1;
+        return x->id > y->id ? -1 : x->id < y->id;
+}
+
+static const char *project_of(const char *p) {
+        return p && *p ? p : "default";
+}
+
+static int project_intern(Pass *P, const char *name) {
+        int n = P->n_projects;
+        int id = name_intern(P->project_map, &P->n_projects, name);
+        if (P->n_projects > n) {
+                P->project_names = xrealloc(P->project_names,
+                                            (size_t) P->n_projects * sizeof(char *));
+                P->project_names[id] = name;
+        }
+        return id;
+}
+
+/* Interns a job's constraints; 0 is "none" (any schedulable node). */
+static int cons_intern(Pass *P, StrMap *map, const SchedJob *job) {
+        if (!job->same_label && job->n_node_selector == 0)
+                return 0;
+        size_t len = 2 + (job->same_label ? strlen(job->same_label) : 0);
+        for (int i = 0; i < job->n_node_selector; i++)
+                len += strlen(job->node_selector[i].key) + strlen(job->node_selector[i].value) + 2;
+        _cleanup_free_ char *key = xmalloc(len + 1);
+        char *w = key;
+        w += sprintf(w, "%s\x1f", job->same_label ? job->same_label : "");
+        for (int i = 0; i < job->n_node_selector; i++)
+                w += sprintf(w, "%s=%s\x1f", job->node_selector[i].key,
+                             job->node_selector[i].value);
+        int n = P->n_cons;
+        int id = name_intern(map, &P->n_cons, key);
+        if (P->n_cons > n) {
+                P->cons = xrealloc(P->cons, (size_t) P->n_cons * sizeof(Constraint));
+                fleet_constraint_init(&P->fleet, job, &P->cons[id]);
+        }
+        return id;
+}
+
+static int node_index(const Pass *P, StrMap **map, const char *name) {
+        if (!name)
+                return -1;
+        if (!*map) {
+                *map = strmap_new();
+                for (int i = 0; i < P->s->n_nodes; i++)
+                        strmap_put(*map, P->s->nodes[i].name, (void *) (intptr_t) (i + 1));
+        }
+        return (int) (intptr_t) strmap_get(*map, name) - 1;
+}
+
+static void pass_setup_jobs(Pass *P, StrMap *user_map, int *n_users, TupleMap *pairs) {
+        const SchedSnapshot *s = P->s;
+        int64_t after = s->starvation_after_ms == 0 ? SCHED_STARVATION_AFTER_MS_DEFAULT
+                                                    : s->starvation_after_ms;
+        StrMap *cons_map = strmap_new(), *node_map = NULL;
+        /* Constraint 0: any schedulable node. */
+        SchedJob none = {0};
+        P->n_cons = 1;
+        P->cons = xcalloc(1, sizeof(Constraint));
+        fleet_constraint_init(&P->fleet, &none, &P->cons[0]);
+        P->jobs = xcalloc((size_t) s->n_jobs + 1, sizeof(PJob));
+        for (int i = 0; i < s->n_jobs; i++) {
+                const SchedJob *job = &s->jobs[i];
+                PJob *pj = &P->jobs[i];
+                pj->job = job;
+                pj->project = project_intern(P, project_of(job->project));
+                int user = name_intern(user_map, n_users, job->user ? job->user : "");
+                pj->pair = tuplemap_intern(pairs, (int64_t[]){pj->project, user});
+                bool accel = job->accelerator && job->accelerators_per_rank > 0;
+                int kind = accel ? fleet_kind_intern(P->kind_map, &P->kinds, &P->n_kinds,
+                                               job->accelerator)
+                                 : 0;
+                pj->cons = cons_intern(P, cons_map, job);
+                pj->submitted = job->submitted_ms ? job->submitted_ms : job->created_ms;
+                pj->starving = after >= 0 && s->now_ms - pj->submitted > after;
+                pj->demand = (Demand){.kind = kind, .apr = accel ? job->accelerators_per_rank : 0,
+                                      .cpus = job->cpus > 0 ? job->cpus : 0,
+                                      .mem = job->memory_mb > 0 ? job->memory_mb : 0,
+                                      .ranks = job->ranks, .rpn = job->ranks_per_node > 0
+                                                                          ? job->ranks_per_node
+                                                                          : 0,
+                                      .avoid = node_index(P, &node_map, job->avoid_node)};
+                pj->dem_cpu = (int64_t) pj->demand.ranks * pj->demand.cpus;
+                pj->dem_acc = (int64_t) pj->demand.ranks * pj->demand.apr;
+        }
+        strmap_free(cons_map);
+        strmap_free(node_map);
+        /* Shapes, once the constraints array has stopped moving. */
+        TupleMap shapes;
+        tuplemap_init(&shapes, 8, (size_t) s->n_jobs / 4 + 16);
+        for (int i = 0; i < s->n_jobs; i++) {
+                PJob *pj = &P->jobs[i];
+                Demand *d = &pj->demand;
+                d->cons = &P->cons[pj->cons];
+                pj->shape = tuplemap_intern(&shapes, (int64_t[]){pj->cons, d->kind, d->apr, d->cpus,
+                                                                 d->mem, d->ranks, d->rpn,
+                                                                 d->avoid});
+        }
+        P->shapes = xcalloc(shapes.n + 1, sizeof(Shape));
+        for (size_t i = 0; i < shapes.n; i++)
+                P->shapes[i] = (Shape){.feasible = -1, .preempt_failed_project = -1};
+        tuplemap_done(&shapes);
+}
+
+static void pass_setup_running(Pass *P, StrMap *user_map, int *n_users, TupleMap *pairs) {
+        const SchedSnapshot *s = P->s;
+        size_t nr = (size_t) s->n_running + 1;
+        P->run_kind = xcalloc(nr, sizeof(int));
+        P->run_project = xcalloc(nr, sizeof(int));
+        P->run_pair = xcalloc(nr, sizeof(int));
+        for (int i = 0; i < s->n_running; i++) {
+                const SchedRunning *r = &s->running[i];
+                P->run_project[i] = project_intern(P, project_of(r->project));
+                int user = name_intern(user_map, n_users, r->user ? r->user : "");
+                P->run_pair[i] = tuplemap_intern(pairs, (int64_t[]){P->run_project[i], user});
+                P->run_kind[i] = r->accelerator && r->accelerators_per_rank > 0
+                                         ? fleet_kind_intern(P->kind_map, &P->kinds, &P->n_kinds,
+                                                       r->accelerator)
+                                         : 0;
         }
 }
 
-static void pass_done(Pass *pass) {
-        for (int i = 0; i < pass->n; i++)
-                free(pass->free[i].device_free);
-        free(pass->free);
+/* Usage of running jobs, their tiers now, and the borrowers that may be preempted. */
+static void pass_setup_tiers(Pass *P) {
+        const SchedSnapshot *s = P->s;
+        int K = P->n_kinds;
+        RunSort *rs = xcalloc((size_t) s->n_running + 1, sizeof(RunSort));
+        for (int i = 0; i < s->n_running; i++) {
+                const SchedRunning *r = &s->running[i];
+                rs[i] = (RunSort){.project = P->run_project[i], .tier = r->tier > 0 ? 1 : 0,
+                                  .priority = r->priority, .started = r->started_ms, .id = r->id,
+                                  .idx = i};
+                int64_t cpu = (int64_t) r->n_ranks * (r->cpus > 0 ? r->cpus : 0);
+                int64_t acc = P->run_kind[i] > 0 ? (int64_t) r->n_ranks * r->accelerators_per_rank
+                                                 : 0;
+                P->res->running_tier[i] = r->tier;
+                if (r->stopping)
+                        continue;
+                usage_add(P, P->run_project[i], P->run_pair[i], P->run_kind[i], cpu, acc);
+                int64_t *u = usage_row(P->used, P->run_project[i], K);
+                u[0] += cpu;
+                if (P->run_kind[i] > 0)
+                        u[P->run_kind[i]] += acc;
+        }
+        qsort(rs, (size_t) s->n_running, sizeof(RunSort), run_tier_cmp);
+        int64_t *t0 = xcalloc((size_t) K, sizeof(int64_t));
+        P->victims = xcalloc((size_t) s->n_running + 1, sizeof(int));
+        P->stopping = xcalloc((size_t) s->n_running + 1, sizeof(int));
+        for (int i = 0; i < s->n_running; i++) {
+                if (i == 0 || rs[i].project != rs[i - 1].project)
+                        memset(t0, 0, (size_t) K * sizeof(int64_t));
+                int x = rs[i].idx;
+                const SchedRunning *r = &s->running[x];
+                if (r->stopping) {
+                        P->stopping[P->n_stopping++] = x;
+                        continue;
+                }
+                int kind = P->run_kind[x];
+                int64_t cpu = (int64_t) r->n_ranks * (r->cpus > 0 ? r->cpus : 0);
+                int64_t acc = kind > 0 ? (int64_t) r->n_ranks * r->accelerators_per_rank : 0;
+                /* A borrower whose project is back within quota is promoted; tier 0 stays. */
+                if (rs[i].tier > 0 &&
+                    !within_quota(t0, P->quota + (size_t) rs[i].project * (size_t) K, kind, cpu,
+                                  acc)) {
+                        P->res->running_tier[x] = 1;
+                        P->victims[P->n_victims++] = x;
+                        continue;
+                }
+                P->res->running_tier[x] = 0;
+                t0[0] += cpu;
+                if (kind > 0)
+                        t0[kind] += acc;
+        }
+        free(t0);
+        for (int i = 0; i < P->n_victims; i++) {
+                const SchedRunning *r = &s->running[P->victims[i]];
+                rs[i] = (RunSort){.priority = r->priority, .started = r->started_ms, .id = r->id,
+                                  .idx = P->victims[i]};
+        }
+        qsort(rs, (size_t) P->n_victims, sizeof(RunSort), run_victim_cmp);
+        for (int i = 0; i < P->n_victims; i++)
+                P->victims[i] = rs[i].idx;
+        free(rs);
+        P->taken = xcalloc((size_t) s->n_running + 1, sizeof(bool));
+        P->chosen = xcalloc(2 * (size_t) s->n_running + 1, sizeof(int));
 }
 
-SchedWait sched_job_feasible(const SchedNode *nodes, int n_nodes, const SchedJob *job) {
-        /* cpus_free of an empty node is what the caller passes as its capacity. */
-        Pass pass;
-        pass_init(&pass, nodes, n_nodes, true);
-        SchedPlacement pl = {0};
-        SchedJob j = *job;
-        j.avoid_node = NULL;
-        bool ok = place_job(&pass, &j, &pl);
-        pass_done(&pass);
-        free(pl.rank_node);
-        free(pl.rank_devices);
-        return ok ? SCHED_WAIT_NONE : SCHED_WAIT_CONSTRAINT;
+static void pass_result_quotas(Pass *P) {
+        SchedResult *res = P->res;
+        int K = P->n_kinds;
+        res->n_kinds = K;
+        res->kinds = xcalloc((size_t) K + 1, sizeof(char *));
+        for (int k = 0; k < K; k++)
+                res->kinds[k] = xstrdup(P->kinds[k]);
+        res->n_projects = P->n_projects;
+        res->projects = xcalloc((size_t) P->n_projects + 1, sizeof(SchedProjectQuota));
+        for (int p = 0; p < P->n_projects; p++) {
+                SchedProjectQuota *pq = &res->projects[p];
+                pq->project = xstrdup(P->project_names[p]);
+                pq->configured = P->configured[p];
+                pq->quota = xcalloc((size_t) K + 1, sizeof(double));
+                pq->used = xcalloc((size_t) K + 1, sizeof(int64_t));
+                memcpy(pq->quota, P->quota + (size_t) p * (size_t) K, (size_t) K * sizeof(double));
+                memcpy(pq->used, usage_row(P->used, p, K), (size_t) K * sizeof(int64_t));
+        }
+}
+
+static void pass_done(Pass *P) {
+        for (int c = 0; c < P->n_cons; c++)
+                fleet_constraint_deinit(&P->cons[c]);
+        free(P->cons);
+        fleet_deinit(&P->fleet);
+        strmap_free(P->kind_map);
+        for (int k = 0; k < P->n_kinds; k++)
+                free(P->kinds[k]);
+        free(P->kinds);
+        strmap_free(P->project_map);
+        free(P->project_names);
+        free(P->configured);
+        free(P->blocked);
+        free(P->quota);
+        free(P->ratio);
+        free(P->usage);
+        free(P->used);
+        free(P->pair_usage);
+        free(P->pair_dom);
+        free(P->jobs);
+        free(P->shapes);
+        free(P->run_kind);
+        free(P->run_project);
+        free(P->run_pair);
+        free(P->victims);
+        free(P->stopping);
+        free(P->taken);
+        free(P->chosen);
+        free(P->deferred);
 }
 
 int sched_pass(const SchedSnapshot *s, SchedResult *ret) {
-        Pass pass;
-        pass_init(&pass, s->nodes, s->n_nodes, false);
-        const SchedJob **order = xcalloc((size_t) s->n_jobs + 1, sizeof(SchedJob *));
-        for (int i = 0; i < s->n_jobs; i++)
-                order[i] = &s->jobs[i];
-        qsort(order, (size_t) s->n_jobs, sizeof(SchedJob *), job_order);
+        if (!s || !ret || s->n_nodes < 0 || s->n_jobs < 0 || s->n_running < 0)
+                return -EINVAL;
         SchedResult res = {
                 .placements = xcalloc((size_t) s->n_jobs + 1, sizeof(SchedPlacement)),
                 .wait = xcalloc((size_t) s->n_jobs + 1, sizeof(SchedWait)),
+                .preempt = xcalloc((size_t) s->n_running + 1, sizeof(int64_t)),
+                .running_tier = xcalloc((size_t) s->n_running + 1, sizeof(int)),
         };
-        for (int k = 0; k < s->n_jobs; k++) {
-                const SchedJob *job = order[k];
-                int idx = (int) (job - s->jobs);
-                if (place_job(&pass, job, &res.placements[res.n_placements])) {
-                        res.n_placements++;
-                        res.wait[idx] = SCHED_WAIT_NONE;
-                } else
-                        res.wait[idx] = SCHED_WAIT_CAPACITY;
+        Pass P = {.s = s, .res = &res, .kind_map = strmap_new(), .project_map = strmap_new(),
+                  .reservations_left = s->max_reservations == 0 ? SCHED_MAX_RESERVATIONS_DEFAULT
+                                                                : s->max_reservations};
+        fleet_kind_intern(P.kind_map, &P.kinds, &P.n_kinds, SCHED_KIND_CPUS);
+
+        /* What running jobs hold per node: the node's total when it gives none. */
+        int *held_cpu = xcalloc((size_t) s->n_nodes + 1, sizeof(int));
+        int64_t *held_mem = xcalloc((size_t) s->n_nodes + 1, sizeof(int64_t));
+        for (int i = 0; i < s->n_running; i++) {
+                const SchedRunning *r = &s->running[i];
+                for (int k = 0; r->rank_node && k < r->n_ranks; k++)
+                        if (r->rank_node[k] >= 0 && r->rank_node[k] < s->n_nodes) {
+                                held_cpu[r->rank_node[k]] += r->cpus;
+                                held_mem[r->rank_node[k]] += r->memory_mb;
+                        }
         }
-        free(order);
-        pass_done(&pass);
+        fleet_init(&P.fleet, s->nodes, s->n_nodes, false, P.kind_map, &P.kinds, &P.n_kinds,
+                   held_cpu, held_mem);
+        free(held_cpu);
+        free(held_mem);
+
+        /* Configured projects take part in the split even when idle. */
+        for (int i = 0; i < sched_quota_n_projects(s->quota); i++)
+                project_intern(&P, sched_quota_project(s->quota, i));
+        StrMap *user_map = strmap_new();
+        int n_users = 0;
+        TupleMap pairs;
+        tuplemap_init(&pairs, 2, (size_t) s->n_jobs / 4 + (size_t) s->n_running / 4 + 16);
+        pass_setup_jobs(&P, user_map, &n_users, &pairs);
+        pass_setup_running(&P, user_map, &n_users, &pairs);
+        strmap_free(user_map);
+        P.n_pairs = (int) pairs.n;
+        tuplemap_done(&pairs);
+
+        int K = P.n_kinds;
+        size_t pk = (size_t) P.n_projects * (size_t) K + 1;
+        P.configured = xcalloc((size_t) P.n_projects + 1, sizeof(bool));
+        P.blocked = xcalloc((size_t) P.n_projects + 1, sizeof(bool));
+        P.quota = xcalloc(pk, sizeof(double));
+        P.ratio = xcalloc((size_t) P.n_projects + 1, sizeof(double));
+        P.usage = xcalloc(pk, sizeof(int64_t));
+        P.used = xcalloc(pk, sizeof(int64_t));
+        P.pair_usage = xcalloc((size_t) P.n_pairs * (size_t) K + 1, sizeof(int64_t));
+        P.pair_dom = xcalloc((size_t) P.n_pairs + 1, sizeof(double));
+        int64_t *capacity = xcalloc((size_t) K + 1, sizeof(int64_t));
+        for (int k = 0; k < K && k < P.fleet.n_kinds; k++)
+                capacity[k] = P.fleet.capacity[k];
+        sched_quota_normalise(s->quota, P.kinds, capacity, K, P.project_names, P.n_projects,
+                              P.configured, P.quota);
+        free(capacity);
+        pass_setup_tiers(&P);
+
+        /* Round 1: jobs within quota, by project turns; round 2: the borrowers. */
+        int *all = xcalloc((size_t) s->n_jobs + 1, sizeof(int));
+        for (int i = 0; i < s->n_jobs; i++)
+                all[i] = i;
+        P.deferred = xcalloc((size_t) s->n_jobs + 1, sizeof(int));
+        round_run(&P, all, s->n_jobs, 1);
+        free(all);
+        int *deferred = TAKE_PTR(P.deferred);
+        int n_deferred = P.n_deferred;
+        P.deferred = xcalloc((size_t) n_deferred + 1, sizeof(int));
+        round_run(&P, deferred, n_deferred, 2);
+        free(deferred);
+
+        pass_result_quotas(&P);
+        pass_done(&P);
         *ret = res;
         return 0;
 }
@@ -361,5 +958,45 @@ void sched_result_clear(SchedResult *r) {
         }
         free(r->placements);
         free(r->wait);
+        free(r->preempt);
+        free(r->running_tier);
+        for (int k = 0; k < r->n_kinds; k++)
+                free(r->kinds[k]);
+        free(r->kinds);
+        for (int p = 0; p < r->n_projects; p++) {
+                free(r->projects[p].project);
+                free(r->projects[p].quota);
+                free(r->projects[p].used);
+        }
+        free(r->projects);
         *r = (SchedResult){0};
+}
+
+SchedWait sched_job_feasible(const SchedNode *nodes, int n_nodes, const SchedJob *job) {
+        if (job->ranks <= 0)
+                return SCHED_WAIT_CONSTRAINT;
+        StrMap *kinds = strmap_new();
+        char **names = NULL;
+        int n_names = 0;
+        fleet_kind_intern(kinds, &names, &n_names, SCHED_KIND_CPUS);
+        Fleet f;
+        fleet_init(&f, nodes, n_nodes, true, kinds, &names, &n_names, NULL, NULL);
+        bool accel = job->accelerator && job->accelerators_per_rank > 0;
+        Constraint c;
+        fleet_constraint_init(&f, job, &c);
+        int kind = accel ? fleet_kind_intern(kinds, &names, &n_names, job->accelerator) : 0;
+        Demand d = {.kind = kind,
+                    .apr = accel ? job->accelerators_per_rank : 0,
+                    .cpus = job->cpus > 0 ? job->cpus : 0,
+                    .mem = job->memory_mb > 0 ? job->memory_mb : 0, .ranks = job->ranks,
+                    .rpn = job->ranks_per_node > 0 ? job->ranks_per_node : 0, .cons = &c,
+                    .avoid = -1};
+        bool ok = fleet_fits(&f, &d, FIT_TOTAL);
+        fleet_constraint_deinit(&c);
+        fleet_deinit(&f);
+        strmap_free(kinds);
+        for (int k = 0; k < n_names; k++)
+                free(names[k]);
+        free(names);
+        return ok ? SCHED_WAIT_NONE : SCHED_WAIT_CONSTRAINT;
 }

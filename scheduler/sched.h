@@ -18,6 +18,8 @@
 
 /* Default aging threshold: a job waiting longer gets a reservation. */
 #define SCHED_STARVATION_AFTER_MS_DEFAULT 300000
+/* Default number of aged jobs that get a reservation in one pass. */
+#define SCHED_MAX_RESERVATIONS_DEFAULT 16
 /* Name of the cpu resource kind in quotas and in the result's kinds. */
 #define SCHED_KIND_CPUS "cpus"
 
@@ -101,6 +103,8 @@ typedef struct SchedSnapshot {
         const SchedQuota *quota; /* NULL: every project has share 1 */
         int64_t now_ms; /* same clock as submitted_ms */
         int64_t starvation_after_ms; /* 0: SCHED_STARVATION_AFTER_MS_DEFAULT; < 0: never */
+        int max_reservations; /* aged jobs given a reservation per pass, in pass order;
+                                 0: SCHED_MAX_RESERVATIONS_DEFAULT; < 0: none */
 } SchedSnapshot;
 
 typedef enum SchedWait {

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Table-driven tests of the scheduling pass: gang placement, locality, constraints. */
+/*
+ * Tests of the scheduling pass: gang placement, locality, constraints, and the policy:
+ * order across and within projects, tiers, preemption, backfill, aging and reservations.
+ * Most cases use 4-cpu nodes so that one 4-cpu job fills one node.
+ */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../tests/unit/check.h"
+#include "util.h"
 #include "sched.h"
 
 /* A node with 8 GPUs: switches 0..3 with two GPUs each, NUMA 0 for switches 0-1. */
@@ -39,7 +45,7 @@ static void test_gang_all_or_none(void) {
         /* Job 1 needs 5 cpus of 4: nothing placed for it; job 2 backfills. */
         CHECK_INT(r.n_placements, 1);
         CHECK_INT(r.placements[0].job, 2);
-        CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CONSTRAINT); /* 5 cpus of 4 even when empty */
         CHECK_INT(r.placements[0].rank_node[0], 0);
         CHECK_INT(r.placements[0].rank_node[1], 0);
         CHECK_INT(r.placements[0].rank_node[2], 1);
@@ -129,12 +135,465 @@ static void test_same_label(void) {
         CHECK_INT(sched_job_feasible(nodes, 3, &jobs[0]), SCHED_WAIT_CONSTRAINT);
 }
 
+/* ---- Policy ---- */
+
+#define NOW 10000000
+#define MAX_NODES 8
+#define MAX_RANKS 4
+
+static SchedNode cpu_nodes[MAX_NODES];
+static char cpu_names[MAX_NODES][8];
+
+/* n nodes of 4 cpus each. */
+static SchedNode *fleet4(int n) {
+        for (int i = 0; i < n; i++) {
+                snprintf(cpu_names[i], sizeof(cpu_names[i]), "n%d", i);
+                cpu_nodes[i] = node(cpu_names[i], 4, NULL, 0, NULL);
+                cpu_nodes[i].cpus_total = 4;
+        }
+        return cpu_nodes;
+}
+
+static SchedJob pjob(int64_t id, const char *project, const char *user, int priority,
+                     int ranks, int cpus) {
+        return (SchedJob){.id = id, .project = project, .user = user, .priority = priority,
+                          .created_ms = NOW - 1000 + id, .ranks = ranks, .cpus = cpus};
+}
+
+/* A running job of 4-cpu ranks on the given nodes; takes their cpus. */
+typedef struct Held {
+        int nodes[MAX_RANKS];
+} Held;
+
+static Held held_pool[32];
+static int n_held;
+
+static SchedRunning run4(SchedNode *nodes, int64_t id, const char *project, const char *user,
+                         int priority, int tier, int64_t started, int n_ranks, int n0, int n1) {
+        Held *h = &held_pool[n_held++];
+        h->nodes[0] = n0;
+        h->nodes[1] = n1;
+        for (int r = 0; r < n_ranks; r++)
+                nodes[h->nodes[r]].cpus_free -= 4;
+        return (SchedRunning){.id = id, .project = project, .user = user, .priority = priority,
+                              .tier = tier, .started_ms = started, .cpus = 4,
+                              .n_ranks = n_ranks, .rank_node = h->nodes};
+}
+
+static SchedQuota *quota_of(const char *text) {
+        SchedQuota *q = NULL;
+        char *error = NULL;
+        int r = sched_quota_parse(text, &q, &error);
+        if (r < 0)
+                fprintf(stderr, "quota: %s\n", error);
+        CHECK_INT(r, 0);
+        return q;
+}
+
+static void check_placed(const SchedResult *r, const int64_t *want, int n) {
+        CHECK_INT(r->n_placements, n);
+        for (int i = 0; i < n; i++)
+                CHECK_INT(r->placements[i].job, want[i]);
+}
+
+static void test_order_across_projects(void) {
+        SchedQuota *q = quota_of("[project a]\nshare = 1\n[project b]\nshare = 1\n");
+        SchedNode *nodes = fleet4(6);
+        n_held = 0;
+        SchedRunning running[] = {run4(nodes, 100, "a", "u", 0, 0, 1, 1, 0, 0)};
+        SchedJob jobs[] = {pjob(1, "a", "u", 0, 1, 4), pjob(2, "a", "u", 0, 1, 4),
+                           pjob(3, "a", "u", 0, 1, 4), pjob(4, "b", "u", 0, 1, 4),
+                           pjob(5, "b", "u", 0, 1, 4), pjob(6, "b", "u", 0, 1, 4)};
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 6, .jobs = jobs, .n_jobs = 6,
+                           .running = running, .n_running = 1, .quota = q, .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        /* b (usage 0) first; then ties go to the older job; a's third job is over quota
+         * (12 of 24 cpus each) and finds nothing to borrow. */
+        check_placed(&r, (int64_t[]){4, 1, 5, 2, 6}, 5);
+        for (int i = 0; i < 5; i++)
+                CHECK_INT(r.placements[i].tier, 0);
+        CHECK_INT(r.wait[2], SCHED_WAIT_QUOTA);
+        CHECK_STR(sched_wait_to_string(r.wait[2]),
+                  "over its project's quota, waiting for spare capacity");
+        /* The quota table: cpus, both projects configured, half of 24 cpus each. */
+        CHECK_INT(r.n_kinds, 1);
+        CHECK_STR(r.kinds[0], "cpus");
+        CHECK_INT(r.n_projects, 2);
+        CHECK_STR(r.projects[0].project, "a");
+        CHECK(r.projects[0].configured);
+        CHECK(r.projects[0].quota[0] > 11.99 && r.projects[0].quota[0] < 12.01);
+        CHECK_INT(r.projects[0].used[0], 4);
+        CHECK_INT(r.projects[1].used[0], 0);
+        sched_result_clear(&r);
+        sched_quota_free(q);
+}
+
+typedef struct OrderCase {
+        const char *name;
+        int n_nodes;
+        int n_running; /* 4-cpu jobs of user u1, one node each from node 0 */
+        SchedJob jobs[4];
+        int n_jobs;
+        int64_t want[4];
+        int n_want;
+} OrderCase;
+
+static void test_order_within_project(void) {
+        static const OrderCase cases[] = {
+                {"user with less usage first, then the older job", 3, 1,
+                 {{.id = 1, .user = "u1"}, {.id = 2, .user = "u2"}, {.id = 3, .user = "u2"}},
+                 3, {2, 1}, 2},
+                {"priority before users", 3, 1,
+                 {{.id = 1, .user = "u2"}, {.id = 2, .user = "u1", .priority = 3},
+                  {.id = 3, .user = "u2"}},
+                 3, {2, 1}, 2},
+                {"users alternate", 5, 0,
+                 {{.id = 1, .user = "u1"}, {.id = 2, .user = "u1"}, {.id = 3, .user = "u2"},
+                  {.id = 4, .user = "u2"}},
+                 4, {1, 3, 2, 4}, 4},
+                {"age within a user", 2, 0,
+                 {{.id = 2, .user = "u1"}, {.id = 1, .user = "u1"}, {.id = 3, .user = "u1"}},
+                 3, {1, 2}, 2},
+        };
+        for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
+                const OrderCase *oc = &cases[c];
+                SchedNode *nodes = fleet4(oc->n_nodes);
+                n_held = 0;
+                SchedRunning running[2];
+                for (int i = 0; i < oc->n_running; i++)
+                        running[i] = run4(nodes, 100 + i, "p", "u1", 0, 0, 1, 1, i, i);
+                SchedJob jobs[4];
+                for (int i = 0; i < oc->n_jobs; i++) {
+                        jobs[i] = oc->jobs[i];
+                        jobs[i].project = "p";
+                        jobs[i].ranks = 1;
+                        jobs[i].cpus = 4;
+                        jobs[i].created_ms = NOW - 1000 + jobs[i].id;
+                }
+                SchedSnapshot s = {.nodes = nodes, .n_nodes = oc->n_nodes, .jobs = jobs,
+                                   .n_jobs = oc->n_jobs, .running = running,
+                                   .n_running = oc->n_running, .now_ms = NOW};
+                SchedResult r;
+                CHECK_INT(sched_pass(&s, &r), 0);
+                if (r.n_placements != oc->n_want)
+                        fprintf(stderr, "case: %s\n", oc->name);
+                check_placed(&r, oc->want, oc->n_want);
+                sched_result_clear(&r);
+        }
+}
+
+static void test_tiers(void) {
+        /* b is idle but configured: a's quota is half the fleet, the rest is borrowed. */
+        SchedQuota *q = quota_of("[project a]\n[project b]\n");
+        SchedNode *nodes = fleet4(4);
+        SchedJob jobs[] = {pjob(1, "a", "u", 0, 1, 4), pjob(2, "a", "u", 0, 1, 4),
+                           pjob(3, "a", "u", 0, 1, 4)};
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 4, .jobs = jobs, .n_jobs = 3, .quota = q,
+                           .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        check_placed(&r, (int64_t[]){1, 2, 3}, 3);
+        CHECK_INT(r.placements[0].tier, 0);
+        CHECK_INT(r.placements[1].tier, 0);
+        CHECK_INT(r.placements[2].tier, 1);
+        sched_result_clear(&r);
+
+        /* A project with no share only borrows; with nothing spare it waits on quota. */
+        SchedQuota *q0 = quota_of("[project a]\n[project z]\nshare = 0\n");
+        SchedJob zjobs[] = {pjob(1, "z", "u", 0, 1, 4)};
+        SchedSnapshot s0 = {.nodes = nodes, .n_nodes = 4, .jobs = zjobs, .n_jobs = 1,
+                            .quota = q0, .now_ms = NOW};
+        CHECK_INT(sched_pass(&s0, &r), 0);
+        CHECK_INT(r.n_placements, 1);
+        CHECK_INT(r.placements[0].tier, 1);
+        sched_result_clear(&r);
+        for (int i = 0; i < 4; i++)
+                nodes[i].cpus_free = 0;
+        CHECK_INT(sched_pass(&s0, &r), 0);
+        CHECK_INT(r.n_placements, 0);
+        CHECK_INT(r.wait[0], SCHED_WAIT_QUOTA);
+        sched_result_clear(&r);
+        sched_quota_free(q0);
+        sched_quota_free(q);
+}
+
+typedef struct PreemptCase {
+        const char *name;
+        int prio12, prio13; /* priorities of a's borrowers 12 (older) and 13 (newer) */
+        int tier12, tier13;
+        bool stopping13;
+        int ranks; /* of b's job, 4 cpus each */
+        SchedWait want_wait;
+        int64_t want_preempt[2];
+        int n_preempt;
+} PreemptCase;
+
+static void test_preemption(void) {
+        static const PreemptCase cases[] = {
+                {"newest borrower first", 0, 0, 1, 1, false, 1, SCHED_WAIT_PREEMPTING, {13}, 1},
+                {"lowest priority first", 0, 1, 1, 1, false, 1, SCHED_WAIT_PREEMPTING, {12}, 1},
+                {"as many as needed", 0, 0, 1, 1, false, 2, SCHED_WAIT_PREEMPTING, {13, 12}, 2},
+                {"never tier 0", 0, 0, 0, 0, false, 1, SCHED_WAIT_CAPACITY, {0}, 0},
+                {"not beyond b's quota", 0, 0, 1, 1, false, 3, SCHED_WAIT_QUOTA, {0}, 0},
+                {"a stopping job frees enough", 0, 0, 1, 1, true, 1, SCHED_WAIT_PREEMPTING,
+                 {0}, 0},
+        };
+        SchedQuota *q = quota_of("[project a]\nshare = 1\n[project b]\nshare = 1\n");
+        for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
+                const PreemptCase *pc = &cases[c];
+                SchedNode *nodes = fleet4(4);
+                n_held = 0;
+                SchedRunning running[] = {
+                        run4(nodes, 10, "a", "u", 0, 0, 100, 1, 0, 0),
+                        run4(nodes, 11, "a", "u", 0, 0, 110, 1, 1, 1),
+                        run4(nodes, 12, "a", "u", pc->prio12, pc->tier12, 200, 1, 2, 2),
+                        run4(nodes, 13, "a", "u", pc->prio13, pc->tier13, 300, 1, 3, 3),
+                };
+                running[3].stopping = pc->stopping13;
+                SchedJob jobs[] = {pjob(20, "b", "v", 0, pc->ranks, 4)};
+                SchedSnapshot s = {.nodes = nodes, .n_nodes = 4, .jobs = jobs, .n_jobs = 1,
+                                   .running = running, .n_running = 4, .quota = q,
+                                   .now_ms = NOW};
+                SchedResult r;
+                CHECK_INT(sched_pass(&s, &r), 0);
+                if (r.wait[0] != pc->want_wait || r.n_preempt != pc->n_preempt)
+                        fprintf(stderr, "case: %s\n", pc->name);
+                CHECK_INT(r.n_placements, 0);
+                CHECK_INT(r.wait[0], pc->want_wait);
+                CHECK_INT(r.n_preempt, pc->n_preempt);
+                for (int i = 0; i < pc->n_preempt; i++)
+                        CHECK_INT(r.preempt[i], pc->want_preempt[i]);
+                sched_result_clear(&r);
+        }
+        sched_quota_free(q);
+}
+
+static void test_promotion(void) {
+        /* a borrowed while b was busy; now a holds only its quota: promoted to tier 0. */
+        SchedQuota *q = quota_of("[project a]\n[project b]\n");
+        SchedNode *nodes = fleet4(4);
+        n_held = 0;
+        SchedRunning running[] = {run4(nodes, 10, "a", "u", 0, 0, 100, 1, 0, 0),
+                                  run4(nodes, 11, "a", "u", 0, 1, 200, 1, 1, 1),
+                                  run4(nodes, 12, "b", "u", 0, 1, 300, 1, 2, 2),
+                                  run4(nodes, 13, "b", "u", 0, 1, 300, 2, 3, 3)};
+        /* b's 13 holds a rank on n3 twice: b uses 12 cpus of its 8. */
+        nodes[3].cpus_free = 0;
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 4, .running = running, .n_running = 4,
+                           .quota = q, .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        CHECK_INT(r.running_tier[0], 0);
+        CHECK_INT(r.running_tier[1], 0);
+        CHECK_INT(r.running_tier[2], 0); /* b: 4 of 8 */
+        CHECK_INT(r.running_tier[3], 1); /* b: 4 + 8 > 8 */
+        sched_result_clear(&r);
+        sched_quota_free(q);
+}
+
+static void test_backfill_and_reservation(void) {
+        SchedNode *nodes = fleet4(2);
+        nodes[0].cpus_free = 2;
+        SchedJob jobs[] = {pjob(1, "p", "u", 0, 2, 4), pjob(2, "p", "u", 0, 1, 2)};
+        jobs[0].ranks_per_node = 1;
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 2,
+                           .now_ms = NOW, .starvation_after_ms = 60000};
+        SchedResult r;
+        /* Fresh: the big job waits, the small one backfills. */
+        CHECK_INT(sched_pass(&s, &r), 0);
+        check_placed(&r, (int64_t[]){2}, 1);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
+        sched_result_clear(&r);
+        /* Aged: the big job holds both nodes; the small one is held behind it. */
+        jobs[0].submitted_ms = NOW - 60001;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        CHECK_INT(r.n_placements, 0);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
+        CHECK_INT(r.wait[1], SCHED_WAIT_RESERVED);
+        sched_result_clear(&r);
+        /* Aging disabled, or no reservations allowed: backfill again. */
+        s.max_reservations = -1;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        check_placed(&r, (int64_t[]){2}, 1);
+        sched_result_clear(&r);
+        s.max_reservations = 0;
+        s.starvation_after_ms = -1;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        check_placed(&r, (int64_t[]){2}, 1);
+        sched_result_clear(&r);
+}
+
+/*
+ * A stream of small jobs that alone would keep both nodes busy forever: the big job
+ * must still start once it has waited past the aging threshold.
+ */
+#define TICK_MS 60000
+#define SMALL_TICKS 3
+
+static int stream_big_start(int64_t starvation_after_ms, int ticks) {
+        SchedNode *nodes = fleet4(2);
+        SchedJob queue[256];
+        SchedRunning running[64];
+        int rank_node[64];
+        int64_t ends[64];
+        int n_queue = 0, n_run = 0;
+        int64_t next_id = 2;
+        for (int t = 0; t < ticks; t++) {
+                int64_t now = (int64_t) t * TICK_MS;
+                /* The big job comes once small ones already run. */
+                if (t == 1)
+                        queue[n_queue++] = (SchedJob){.id = 1, .project = "p", .user = "big",
+                                                      .ranks = 2, .ranks_per_node = 1,
+                                                      .cpus = 4, .created_ms = now};
+                /* Finished small jobs leave; three new ones arrive. */
+                for (int i = 0; i < n_run;)
+                        if (ends[i] <= now) {
+                                nodes[rank_node[i]].cpus_free += 1;
+                                running[i] = running[n_run - 1];
+                                rank_node[i] = rank_node[n_run - 1];
+                                ends[i] = ends[n_run - 1];
+                                n_run--;
+                        } else
+                                i++;
+                for (int i = 0; i < n_run; i++)
+                        running[i].rank_node = &rank_node[i];
+                for (int k = 0; k < 3 && n_queue < 256; k++)
+                        queue[n_queue++] = (SchedJob){.id = next_id++, .project = "p",
+                                                      .user = "small", .ranks = 1, .cpus = 1,
+                                                      .created_ms = now};
+                SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = queue,
+                                   .n_jobs = n_queue, .running = running, .n_running = n_run,
+                                   .now_ms = now, .starvation_after_ms = starvation_after_ms};
+                SchedResult r;
+                CHECK_INT(sched_pass(&s, &r), 0);
+                for (int p = 0; p < r.n_placements; p++) {
+                        const SchedPlacement *pl = &r.placements[p];
+                        if (pl->job == 1) {
+                                sched_result_clear(&r);
+                                return t;
+                        }
+                        CHECK(n_run < 64);
+                        rank_node[n_run] = pl->rank_node[0];
+                        nodes[pl->rank_node[0]].cpus_free -= 1;
+                        CHECK(nodes[pl->rank_node[0]].cpus_free >= 0);
+                        ends[n_run] = now + SMALL_TICKS * TICK_MS;
+                        running[n_run] = (SchedRunning){.id = pl->job, .project = "p",
+                                                        .user = "small", .cpus = 1,
+                                                        .n_ranks = 1, .started_ms = now};
+                        n_run++;
+                        for (int i = 0; i < n_queue; i++)
+                                if (queue[i].id == pl->job) {
+                                        queue[i] = queue[--n_queue];
+                                        break;
+                                }
+                }
+                for (int i = 0; i < n_run; i++)
+                        running[i].rank_node = &rank_node[i];
+                sched_result_clear(&r);
+        }
+        return -1;
+}
+
+static void test_starvation(void) {
+        /* Without aging the small jobs keep the big one out for good. */
+        CHECK_INT(stream_big_start(-1, 40), -1);
+        /* With it, the big job (queued at tick 1) is aged from tick 7, reserves both
+         * nodes, and starts once the small jobs running then have finished. */
+        int t = stream_big_start(5 * TICK_MS, 40);
+        CHECK(t >= 7 && t <= 7 + SMALL_TICKS);
+}
+
+static void test_constraints(void) {
+        SchedNode nodes[] = {node("n1", 8, NULL, 0, rack_a), node("n2", 2, NULL, 0, rack_b)};
+        nodes[0].schedulable = false; /* draining: never gets ranks */
+        SchedLabel sel_c[] = {{"rack", "c"}};
+        SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 4), pjob(2, "p", "u", 0, 1, 2),
+                           pjob(3, "p", "u", 0, 1, 1), pjob(4, "p", "u", 0, 1, 1)};
+        jobs[2].node_selector = sel_c;
+        jobs[2].n_node_selector = 1;
+        jobs[3].accelerator = "tpu-v5";
+        jobs[3].accelerators_per_rank = 1;
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 4,
+                           .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        check_placed(&r, (int64_t[]){2}, 1);
+        CHECK_INT(r.placements[0].rank_node[0], 1);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CONSTRAINT);
+        CHECK_INT(r.wait[2], SCHED_WAIT_CONSTRAINT);
+        CHECK_INT(r.wait[3], SCHED_WAIT_CONSTRAINT);
+        sched_result_clear(&r);
+        CHECK_INT(sched_job_feasible(nodes, 2, &jobs[0]), SCHED_WAIT_CONSTRAINT);
+        CHECK_INT(sched_job_feasible(nodes, 2, &jobs[1]), SCHED_WAIT_NONE);
+        /* Full but schedulable: capacity, not constraint. */
+        nodes[1].cpus_free = 0;
+        nodes[1].cpus_total = 2;
+        SchedSnapshot s2 = {.nodes = nodes, .n_nodes = 2, .jobs = &jobs[1], .n_jobs = 1,
+                            .now_ms = NOW};
+        CHECK_INT(sched_pass(&s2, &r), 0);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
+        sched_result_clear(&r);
+}
+
+static void test_edges(void) {
+        /* No nodes: nothing can ever fit. */
+        SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 1), pjob(2, "p", "u", 0, 0, 1)};
+        SchedSnapshot s = {.jobs = jobs, .n_jobs = 2, .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        CHECK_INT(r.n_placements, 0);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CONSTRAINT);
+        CHECK_INT(r.wait[1], SCHED_WAIT_CONSTRAINT); /* no ranks */
+        sched_result_clear(&r);
+        /* No jobs: the pass still reports quotas, e.g. for the API. */
+        SchedQuota *q = quota_of("[project a]\nshare = 3\n[project b]\n");
+        SchedNode *nodes = fleet4(2);
+        SchedSnapshot s2 = {.nodes = nodes, .n_nodes = 2, .quota = q, .now_ms = NOW};
+        CHECK_INT(sched_pass(&s2, &r), 0);
+        CHECK_INT(r.n_projects, 2);
+        CHECK(r.projects[0].quota[0] > 5.99 && r.projects[0].quota[0] < 6.01);
+        CHECK(r.projects[1].quota[0] > 1.99 && r.projects[1].quota[0] < 2.01);
+        sched_result_clear(&r);
+        sched_quota_free(q);
+        CHECK_INT(sched_pass(NULL, &r), -EINVAL);
+}
+
+static void test_gpu_fleet_mix(void) {
+        /* CPU jobs keep off GPU nodes while CPU nodes have room. */
+        make_gpus(gpus8[0], true);
+        SchedNode nodes[] = {node("gpu", 16, gpus8[0], 8, NULL), node("cpu", 16, NULL, 0, NULL)};
+        SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 8), pjob(2, "p", "u", 0, 1, 8),
+                           pjob(3, "p", "u", 0, 1, 8)};
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 3,
+                           .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        CHECK_INT(r.n_placements, 3);
+        CHECK_INT(r.placements[0].rank_node[0], 1);
+        CHECK_INT(r.placements[1].rank_node[0], 1);
+        CHECK_INT(r.placements[2].rank_node[0], 0);
+        CHECK_INT(r.n_kinds, 2);
+        CHECK_STR(r.kinds[1], "nvidia-h100");
+        sched_result_clear(&r);
+}
+
 int main(void) {
         test_gang_all_or_none();
         test_locality();
         test_numa_locality();
         test_avoid_and_priority();
         test_same_label();
+        test_order_across_projects();
+        test_order_within_project();
+        test_tiers();
+        test_preemption();
+        test_promotion();
+        test_backfill_and_reservation();
+        test_starvation();
+        test_constraints();
+        test_edges();
+        test_gpu_fleet_mix();
         printf("scheduler: ok\n");
         return 0;
 }

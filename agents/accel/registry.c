@@ -52,10 +52,9 @@ int accel_detect_all(hwloc_topology_t topo, const AccelConfig *cfg, AccelDevice 
                 if (n > first + 1)
                         qsort(devs + first, n - first, sizeof(AccelDevice),
                               accel_device_compare_bus);
-                for (size_t i = first; i < n; i++) {
+                /* vendor_index is the backend's: it follows the driver's numbering. */
+                for (size_t i = first; i < n; i++)
                         devs[i].backend = backend;
-                        devs[i].vendor_index = (int) (i - first);
-                }
         }
         for (size_t i = 0; i < n; i++)
                 devs[i].index = (int) i;
