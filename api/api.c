@@ -508,6 +508,9 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
         case ROUTE_EVENTS:
                 handle_events(api, req, con, 0);
                 break;
+        case ROUTE_QUOTAS:
+                request_set_answer(req, 200, ctl_quota_view(api->ctl));
+                break;
         case ROUTE_AGENT_REGISTER:
                 handle_register(api, req);
                 break;

@@ -18,6 +18,7 @@ const ApiRouteInfo api_routes[_ROUTE_MAX] = {
         [ROUTE_NODE_DRAIN] = {"POST", "/v1/nodes/{name}/drain"},
         [ROUTE_NODE_UNDRAIN] = {"POST", "/v1/nodes/{name}/undrain"},
         [ROUTE_EVENTS] = {"GET", "/v1/events"},
+        [ROUTE_QUOTAS] = {"GET", "/v1/quotas"},
         [ROUTE_AGENT_REGISTER] = {"POST", "/v1/agent/register"},
         [ROUTE_AGENT_SYNC] = {"POST", "/v1/agent/sync"},
 };

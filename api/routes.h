@@ -23,6 +23,7 @@ typedef enum ApiRoute {
         ROUTE_NODE_DRAIN,
         ROUTE_NODE_UNDRAIN,
         ROUTE_EVENTS,
+        ROUTE_QUOTAS,
         ROUTE_AGENT_REGISTER,
         ROUTE_AGENT_SYNC,
         _ROUTE_MAX,

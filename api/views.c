@@ -57,6 +57,7 @@ json_t *view_job(Controller *ctl, Job *job, bool with_details) {
                 "created_at", view_time(job->created_ms), "started_at",
                 view_time(job->started_ms), "finished_at", view_time(job->finished_ms),
                 "world_size", job->spec->ranks);
+        json_object_set_new(j, "tier", json_integer(job->tier));
         json_object_set_new(j, "last_checkpoint",
                             job->ckpt_step >= 0
                                     ? json_pack("{s:I,s:s}", "step", (json_int_t) job->ckpt_step,

@@ -39,6 +39,7 @@ struct Controller {
         Histogram recovery; /* failure detected -> every rank of the next attempt running */
         Histogram sched_pass;
         Histogram db_commit;
+        SchedQuota *quota;
 };
 
 /* Opens this turn's transaction if needed; a failure here is fatal for the process. */
@@ -47,6 +48,18 @@ void ctl_job_dirty(Controller *ctl, Job *job);
 void ctl_node_dirty(Controller *ctl, Node *node);
 void ctl_event(Controller *ctl, int64_t job, const char *node, const char *kind, const char *fmt,
                ...) __attribute__((format(printf, 5, 6)));
+
+/* controller.c, for schedule.c */
+void ctl_job_start_attempt(Controller *ctl, Job *job, const SchedPlacement *pl, Node **node_of);
+/* Stops the job's attempt so that a job within its quota gets the capacity back; the
+ * job returns to the queue without spending its restart budget. */
+void ctl_job_preempt(Controller *ctl, Job *job, const char *why);
+bool ctl_job_attempt_live(const Job *job);
+
+/* schedule.c */
+void ctl_schedule(Controller *ctl);
+/* Whether a job with this spec could ever fit the fleet (SCHED_WAIT_NONE if so). */
+SchedWait ctl_job_feasible(Controller *ctl, const JobSpec *spec);
 
 /* Recomputes a node's usage from the alive ranks (after load or a new inventory). */
 void ctl_node_recount(Controller *ctl, Node *node);

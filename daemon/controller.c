@@ -92,10 +92,13 @@ void ctl_event(Controller *ctl, int64_t job, const char *node, const char *kind,
                 log_error("cannot record event: %s", store_last_error(ctl->store));
                 exit(EXIT_FAILURE);
         }
+        /* Under systemd these carry JOB_ID and NODE, so journalctl can select them. */
         if (job > 0)
-                log_info("job %lld: %s: %s", (long long) job, kind, detail);
+                log_job(LOG_LEVEL_INFO, job, node, 0, "job %lld: %s: %s", (long long) job, kind,
+                        detail);
         else
-                log_info("node %s: %s: %s", node ? node : "-", kind, detail);
+                log_job(LOG_LEVEL_INFO, 0, node, 0, "node %s: %s: %s", node ? node : "-", kind,
+                        detail);
 }
 
 int ctl_new(const CtlConfig *config, Controller **ret) {
@@ -357,6 +360,22 @@ static void job_succeeded(Controller *ctl, Job *job) {
         job_set_state(ctl, job, JOB_SUCCEEDED, "");
 }
 
+void ctl_job_preempt(Controller *ctl, Job *job, const char *why) {
+        if (!job_attempt_live(job))
+                return;
+        job_stop_ranks(ctl, job);
+        attempt_end(ctl, job, END_PREEMPTED, NULL, why);
+        ctl->restarts_by_reason[END_PREEMPTED]++;
+        /* Back in the queue: aging counts from now, and no restart budget is spent. */
+        job->queued_ms = util_wall_ms();
+        job->failed_at_ms = 0;
+        job_set_state(ctl, job, JOB_PREEMPTED, why);
+}
+
+bool ctl_job_attempt_live(const Job *job) {
+        return job_attempt_live(job);
+}
+
 int ctl_job_cancel(Controller *ctl, int64_t id, Job **ret_job, CtlError *err) {
         Job *job = ctl_job_find(ctl, id);
         if (!job) {
@@ -377,87 +396,6 @@ int ctl_job_cancel(Controller *ctl, int64_t id, Job **ret_job, CtlError *err) {
         return 0;
 }
 
-/* Fills a scheduler node from a Node; labels point into the node's JSON. */
-static void sched_node_fill(Node *node, SchedNode *sn, SchedLabel *labels) {
-        *sn = (SchedNode){.name = node->name, .schedulable = node->state == NODE_READY,
-                          .cpus_free = node->cpus,
-                          .memory_free_mb = node->memory_mb > 0 ? node->memory_mb : -1,
-                          .n_devices = node->n_devices,
-                          .devices = xcalloc((size_t) node->n_devices + 1, sizeof(SchedDevice)),
-                          .labels = labels};
-        for (int d = 0; d < node->n_devices; d++)
-                sn->devices[d] = (SchedDevice){.kind = node->devices[d].kind,
-                                               .numa_node = node->devices[d].numa_node,
-                                               .pcie_switch = node->devices[d].pcie_switch,
-                                               .free = true};
-        const char *k;
-        json_t *v;
-        json_object_foreach(node->labels, k, v) {
-                labels[sn->n_labels++] = (SchedLabel){k, json_string_value(v)};
-        }
-}
-
-typedef struct Snapshot {
-        SchedSnapshot s;
-        Node **node_of; /* parallel to s.nodes */
-        SchedLabel *label_pool;
-        SchedLabel *selector_pool;
-        Job **job_of; /* parallel to s.jobs */
-} Snapshot;
-
-static void sched_job_fill(Job *job, SchedJob *sj, SchedLabel *selector) {
-        JobSpec *spec = job->spec;
-        *sj = (SchedJob){.id = job->id, .priority = spec->priority, .created_ms = job->created_ms,
-                         .ranks = spec->ranks, .ranks_per_node = spec->ranks_per_node,
-                         .accelerator = spec->accelerator,
-                         .accelerators_per_rank = spec->accelerators_per_rank,
-                         .cpus = spec->cpus, .memory_mb = spec->memory_mb,
-                         .avoid_node = job->avoid_node, .same_label = spec->same_label,
-                         .node_selector = selector};
-        const char *k;
-        json_t *v;
-        json_object_foreach(spec->node_selector, k, v) {
-                selector[sj->n_node_selector++] = (SchedLabel){k, json_string_value(v)};
-        }
-}
-
-static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
-        size_t n_labels = 0;
-        for (int i = 0; i < ctl->n_nodes; i++)
-                n_labels += json_object_size(ctl->nodes[i]->labels);
-        snap->label_pool = xcalloc(n_labels + 1, sizeof(SchedLabel));
-        snap->s.nodes = xcalloc((size_t) ctl->n_nodes + 1, sizeof(SchedNode));
-        snap->node_of = xcalloc((size_t) ctl->n_nodes + 1, sizeof(Node *));
-        for (int i = 0, off = 0; i < ctl->n_nodes; i++) {
-                Node *node = ctl->nodes[i];
-                sched_node_fill(node, &snap->s.nodes[i], snap->label_pool + off);
-                off += snap->s.nodes[i].n_labels;
-                snap->node_of[i] = node;
-        }
-        snap->s.n_nodes = ctl->n_nodes;
-        /* Subtract what live ranks hold. */
-        for (int i = 0; with_usage && i < ctl->n_nodes; i++) {
-                Node *node = ctl->nodes[i];
-                SchedNode *sn = &snap->s.nodes[i];
-                sn->cpus_free -= node->used_cpus;
-                if (sn->memory_free_mb >= 0)
-                        sn->memory_free_mb -= node->used_memory_mb;
-                for (int d = 0; d < node->n_devices; d++)
-                        sn->devices[d].free = node->device_used[d] == 0;
-        }
-}
-
-static void snapshot_free(Snapshot *snap) {
-        for (int i = 0; i < snap->s.n_nodes; i++)
-                free(snap->s.nodes[i].devices);
-        free(snap->s.nodes);
-        free(snap->s.jobs);
-        free(snap->node_of);
-        free(snap->label_pool);
-        free(snap->selector_pool);
-        free(snap->job_of);
-}
-
 bool ctl_node_device_free(Controller *ctl, Node *node, int device) {
         return device >= 0 && device < node->n_devices && node->device_used[device] == 0;
 }
@@ -473,9 +411,8 @@ void ctl_node_free_capacity(Controller *ctl, Node *node, int *ret_cpus, int *ret
         *ret_ranks = node->alive_ranks;
 }
 
-/* Starts a new attempt of job on the placement's nodes. */
-static void job_start_attempt(Controller *ctl, Job *job, const SchedPlacement *pl,
-                              Node **node_of) {
+void ctl_job_start_attempt(Controller *ctl, Job *job, const SchedPlacement *pl,
+                           Node **node_of) {
         for (int i = 0; i < job->n_ranks; i++)
                 rank_clear(&job->ranks[i]);
         free(job->ranks);
@@ -526,80 +463,6 @@ static void job_start_attempt(Controller *ctl, Job *job, const SchedPlacement *p
         job_set_state(ctl, job, JOB_STARTING, "");
 }
 
-static bool job_waiting(Controller *ctl, Job *job, int64_t now) {
-        if (job->state == JOB_PENDING || job->state == JOB_PREEMPTED)
-                return true;
-        if (job->state != JOB_RESTARTING || now < job->restart_at_ms)
-                return false;
-        for (int i = 0; i < job->n_ranks; i++)
-                if (job->ranks[i].alive)
-                        return false; /* the old attempt is not confirmed gone yet */
-        return true;
-}
-
-/* One scheduling pass over the waiting jobs. */
-static void ctl_schedule(Controller *ctl) {
-        int64_t now = util_now_ms();
-        Snapshot snap = {0};
-        int n_wait = 0;
-        ctl->last_sched_ms = now;
-        /*
-         * When nothing but submits happened since the last pass, the jobs that waited
-         * then still cannot fit the same free capacity: a pass over the new jobs alone
-         * decides the same, at a cost that does not grow with the queue.
-         */
-        Job **cand = ctl->active;
-        int n_cand = ctl->n_active;
-        if (!ctl->sched_full) {
-                cand = ctl->fresh;
-                n_cand = ctl->n_fresh;
-        } else
-                ctl->next_restart_ms = INT64_MAX;
-        for (int j = 0; j < n_cand; j++) {
-                Job *job = cand[j];
-                if (job_waiting(ctl, job, now))
-                        n_wait++;
-                else if (ctl->sched_full && job->state == JOB_RESTARTING &&
-                         job->restart_at_ms > now && job->restart_at_ms < ctl->next_restart_ms)
-                        ctl->next_restart_ms = job->restart_at_ms;
-        }
-        ctl->sched_full = false;
-        if (n_wait == 0) {
-                ctl->n_fresh = 0;
-                return;
-        }
-        snapshot_nodes(ctl, &snap, true);
-        snap.s.jobs = xcalloc((size_t) n_wait + 1, sizeof(SchedJob));
-        snap.job_of = xcalloc((size_t) n_wait + 1, sizeof(Job *));
-        size_t n_sel = 0;
-        for (int j = 0; j < n_cand; j++)
-                if (job_waiting(ctl, cand[j], now))
-                        n_sel += json_object_size(cand[j]->spec->node_selector);
-        snap.selector_pool = xcalloc(n_sel + 1, sizeof(SchedLabel));
-        for (int j = 0, off = 0; j < n_cand; j++) {
-                Job *job = cand[j];
-                if (!job_waiting(ctl, job, now))
-                        continue;
-                SchedJob *sj = &snap.s.jobs[snap.s.n_jobs];
-                sched_job_fill(job, sj, snap.selector_pool + off);
-                off += sj->n_node_selector;
-                snap.job_of[snap.s.n_jobs++] = job;
-        }
-        SchedResult res;
-        if (sched_pass(&snap.s, &res) >= 0) {
-                for (int i = 0; i < snap.s.n_jobs; i++)
-                        snap.job_of[i]->wait = res.wait[i];
-                for (int p = 0; p < res.n_placements; p++) {
-                        Job *job = ctl_job_find(ctl, res.placements[p].job);
-                        if (job)
-                                job_start_attempt(ctl, job, &res.placements[p], snap.node_of);
-                }
-                sched_result_clear(&res);
-        }
-        snapshot_free(&snap);
-        ctl->n_fresh = 0;
-}
-
 int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_key,
                    Job **ret_job, bool *ret_created, CtlError *err) {
         JsonError jerr = {0};
@@ -633,33 +496,18 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
                 }
         }
         /* Reject what can never run, when there is a fleet to judge by. */
-        if (ctl->n_nodes > 0) {
-                Snapshot snap = {0};
-                snapshot_nodes(ctl, &snap, false);
-                for (int i = 0; i < snap.s.n_nodes; i++)
-                        snap.s.nodes[i].schedulable = true;
-                SchedLabel *sel = xcalloc(json_object_size(spec->node_selector) + 1,
-                                          sizeof(SchedLabel));
-                Job probe = {.spec = spec};
-                SchedJob sj;
-                sched_job_fill(&probe, &sj, sel);
-                SchedWait w = sched_job_feasible(snap.s.nodes, snap.s.n_nodes, &sj);
-                free(sel);
-                snapshot_free(&snap);
-                if (w != SCHED_WAIT_NONE) {
-                        err_set(err, 422, "unschedulable", NULL,
-                                "the job can never fit the fleet: %d ranks of %d cpus%s%s%s "
-                                "on %d nodes%s",
-                                spec->ranks, spec->cpus, spec->accelerator ? " and " : "",
-                                spec->accelerator ? spec->accelerator : "",
-                                spec->accelerator ? " devices" : "", ctl->n_nodes,
-                                spec->same_label || json_object_size(spec->node_selector)
-                                        ? " with its constraints"
-                                        : "");
-                        free(text);
-                        spec_free(spec);
-                        return -ENOSPC;
-                }
+        if (ctl->n_nodes > 0 && ctl_job_feasible(ctl, spec) != SCHED_WAIT_NONE) {
+                err_set(err, 422, "unschedulable", NULL,
+                        "the job can never fit the fleet: %d ranks of %d cpus%s%s%s on %d nodes%s",
+                        spec->ranks, spec->cpus, spec->accelerator ? " and " : "",
+                        spec->accelerator ? spec->accelerator : "",
+                        spec->accelerator ? " devices" : "", ctl->n_nodes,
+                        spec->same_label || json_object_size(spec->node_selector)
+                                ? " with its constraints"
+                                : "");
+                free(text);
+                spec_free(spec);
+                return -ENOSPC;
         }
         Job *job = xcalloc(1, sizeof(Job));
         job->id = ctl->next_job_id++;
@@ -669,6 +517,7 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
         job->reason = xstrdup("");
         job->exit_code = -1;
         job->created_ms = util_wall_ms();
+        job->queued_ms = job->created_ms;
         job->ckpt_step = -1;
         job->idempotency_key = idempotency_key ? xstrdup(idempotency_key) : NULL;
         job->wait = SCHED_WAIT_CAPACITY;

@@ -23,6 +23,7 @@ typedef struct Controller Controller;
 
 typedef struct CtlConfig {
         const char *db_path;
+        const char *quota_path; /* quota file for the scheduler; NULL: equal shares */
         int64_t lease_ms;
         int64_t grace_ms;
         int64_t sync_period_ms;
@@ -84,6 +85,12 @@ json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank);
 
 /* Writes the controller's metrics in Prometheus text format (metrics.c). */
 void ctl_metrics_write(Controller *ctl, FILE *f);
+
+/* Re-reads the quota file. 0, or -errno with *ret_error (malloc'd) saying what is wrong;
+ * on error the old quotas stay. */
+int ctl_quota_reload(Controller *ctl, char **ret_error);
+/* The quota view: per project, its share and use of each resource kind (new reference). */
+json_t *ctl_quota_view(Controller *ctl);
 
 /* Counts for /healthz and status lines. */
 void ctl_counts(Controller *ctl, int *ret_jobs_active, int *ret_nodes_ready);

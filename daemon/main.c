@@ -46,6 +46,8 @@ static void usage(FILE *f) {
               "  --sync-period-ms N      agent sync period (default 1000)\n"
               "  --quarantine-after N    blames that quarantine a node (default 3, 0 = never)\n"
               "  --quarantine-window-s N window for those blames (default 3600)\n"
+              "  --quota-file PATH       project quotas for the scheduler (default: none,\n"
+              "                          equal shares); re-read on SIGHUP\n"
               "  --log-level LEVEL       error, warning, info or debug (default info)\n"
               "  -h, --help              show this help\n"
               "\n"
@@ -63,6 +65,7 @@ enum {
         OPT_QUARANTINE_AFTER,
         OPT_QUARANTINE_WINDOW_S,
         OPT_LOG_LEVEL,
+        OPT_QUOTA_FILE,
         OPT_CONFIG,
 };
 
@@ -75,6 +78,7 @@ static const struct option options[] = {
         {"quarantine-after", required_argument, NULL, OPT_QUARANTINE_AFTER},
         {"quarantine-window-s", required_argument, NULL, OPT_QUARANTINE_WINDOW_S},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"quota-file", required_argument, NULL, OPT_QUOTA_FILE},
         {"config", required_argument, NULL, OPT_CONFIG},
         {"help", no_argument, NULL, 'h'},
         {},
@@ -86,6 +90,7 @@ static const char *const flag_only[] = {"config", NULL};
 typedef struct Settings {
         char *listen;
         char *db_path;
+        char *quota_path;
         CtlConfig ctl;
         LogLevel level;
 } Settings;
@@ -161,6 +166,10 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                         return -EINVAL;
                 }
                 s->ctl.quarantine_window_ms = v * 1000;
+                return 0;
+        case OPT_QUOTA_FILE:
+                free(s->quota_path);
+                s->quota_path = *value ? xstrdup(value) : NULL;
                 return 0;
         case OPT_LOG_LEVEL:
                 if (log_level_from_string(value) == _LOG_LEVEL_INVALID) {
@@ -310,6 +319,8 @@ int main(int argc, char **argv) {
         const char *config_used = NULL;
         settings_parse(&settings, argc, argv, &config_used);
         CtlConfig cfg = settings.ctl;
+        cfg.db_path = settings.db_path;
+        cfg.quota_path = settings.quota_path;
         const char *listen_addr = settings.listen;
         log_setup("axctld", settings.level);
         if (config_used)
@@ -329,6 +340,12 @@ int main(int argc, char **argv) {
         if (r < 0) {
                 log_error("cannot open state database %s: %s", cfg.db_path, strerror(-r));
                 return 1;
+        }
+        _cleanup_free_ char *quota_error = NULL;
+        if (ctl_quota_reload(ctl, &quota_error) < 0) {
+                fprintf(stderr, "axctld: %s\n", quota_error);
+                ctl_free(ctl);
+                return 2;
         }
         int port = 0, lfd;
         /*
@@ -431,9 +448,19 @@ int main(int argc, char **argv) {
                         if (events[i].data.fd != sfd)
                                 continue;
                         struct signalfd_siginfo si;
-                        while (read(sfd, &si, sizeof(si)) == sizeof(si))
+                        while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
                                 if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
                                         running = false;
+                                else if (si.ssi_signo == SIGHUP) {
+                                        /* A bad edit keeps the quotas that worked. */
+                                        char *error = NULL;
+                                        if (ctl_quota_reload(ctl, &error) < 0)
+                                                log_error("keeping the old quotas: %s", error);
+                                        else
+                                                log_info("quotas reloaded");
+                                        free(error);
+                                }
+                        }
                 }
                 api_run(api);
                 if (util_now_ms() >= ctl_next_deadline_ms(ctl))
@@ -461,5 +488,6 @@ int main(int argc, char **argv) {
         close(sfd);
         free(settings.listen);
         free(settings.db_path);
+        free(settings.quota_path);
         return r < 0 ? 1 : 0;
 }

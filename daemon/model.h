@@ -69,8 +69,11 @@ typedef struct Job {
         int64_t failed_at_ms; /* monotonic: when the last failure was detected, 0 none */
         int quick_failures; /* failures in a row without progress: the backoff exponent */
         SchedWait wait; /* why it is pending */
+        int tier; /* 0: within its project's quota; 1: on borrowed capacity */
+        int64_t queued_ms; /* wall: when it last entered the queue (submit, preemption) */
         bool dirty;
         bool active; /* in the controller's active list */
+        bool in_pass; /* already a candidate of the scheduling pass being built */
 } Job;
 
 typedef struct NodeDevice {
@@ -87,6 +90,7 @@ typedef struct NodeJob {
 } NodeJob;
 
 struct Node {
+        int index; /* position in the controller's node list (nodes are never removed) */
         char *name, *hostname, *address, *boot_id;
         json_t *labels; /* object of strings */
         json_t *inventory; /* as registered */

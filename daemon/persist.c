@@ -93,6 +93,7 @@ void ctl_active_add(Controller *ctl, Job *job) {
 
 void ctl_node_append(Controller *ctl, Node *node) {
         GROW(ctl->nodes, ctl->n_nodes, ctl->cap_nodes);
+        node->index = ctl->n_nodes;
         ctl->nodes[ctl->n_nodes++] = node;
         strmap_put(ctl->node_index, node->name, node);
 }
@@ -148,6 +149,8 @@ static int persist_job(Controller *ctl, Job *job) {
                 .ckpt_step = job->ckpt_step >= 0 ? job->ckpt_step : STORE_NONE,
                 .ckpt_path = job->ckpt_path,
                 .avoid_node = job->avoid_node,
+                .tier = job->tier,
+                .queued_ms = opt_ms(job->queued_ms),
         };
         int r = store_job_put(ctl->store, &sj);
         for (int i = 0; r >= 0 && i < job->n_attempts; i++) {
@@ -245,6 +248,8 @@ static int load_job(void *ud, const StoreJob *sj) {
         job->ckpt_path = sj->ckpt_path ? xstrdup(sj->ckpt_path) : NULL;
         job->avoid_node = sj->avoid_node ? xstrdup(sj->avoid_node) : NULL;
         job->wait = SCHED_WAIT_CAPACITY;
+        job->tier = sj->tier;
+        job->queued_ms = from_opt(sj->queued_ms, job->created_ms);
         /* A restart that was waiting out its backoff may go at once. */
         job->restart_at_ms = 0;
         ctl_job_append(ctl, job);

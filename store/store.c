@@ -45,6 +45,9 @@ static const char *const migrations[] = {
         "  seq INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, job INTEGER, node TEXT,"
         "  kind TEXT NOT NULL, detail TEXT NOT NULL);"
         "CREATE INDEX event_job ON event(job, seq);",
+        /* 2: quota tiers, and when a job last entered the queue (for aging) */
+        "ALTER TABLE job ADD COLUMN tier INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE job ADD COLUMN queued_ms INTEGER;",
 };
 
 enum {
@@ -62,8 +65,9 @@ enum {
 static const char *const statement_sql[_STMT_MAX] = {
         [STMT_JOB_PUT] = "INSERT INTO job (id, name, project, user, priority, spec,"
                          " state, attempt, restarts, reason, exit_code, created_ms, started_ms,"
-                         " finished_ms, idempotency_key, ckpt_step, ckpt_path, avoid_node)"
-                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                         " finished_ms, idempotency_key, ckpt_step, ckpt_path, avoid_node, tier,"
+                         " queued_ms)"
+                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                          /* An upsert, not REPLACE: REPLACE would silently delete another
                           * job that holds the same idempotency key. */
                          " ON CONFLICT(id) DO UPDATE SET state=excluded.state,"
@@ -71,7 +75,8 @@ static const char *const statement_sql[_STMT_MAX] = {
                          " reason=excluded.reason, exit_code=excluded.exit_code,"
                          " started_ms=excluded.started_ms, finished_ms=excluded.finished_ms,"
                          " ckpt_step=excluded.ckpt_step, ckpt_path=excluded.ckpt_path,"
-                         " avoid_node=excluded.avoid_node, priority=excluded.priority",
+                         " avoid_node=excluded.avoid_node, priority=excluded.priority,"
+                         " tier=excluded.tier, queued_ms=excluded.queued_ms",
         [STMT_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempt (job, attempt, resume_step,"
                              " resume_path, started_ms, ended_ms, end_reason, blamed_node,"
                              " detail) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -281,6 +286,8 @@ int store_job_put(Store *store, const StoreJob *j) {
         bind_int(st, 16, j->ckpt_step);
         bind_text(st, 17, j->ckpt_path);
         bind_text(st, 18, j->avoid_node);
+        bind_int(st, 19, j->tier);
+        bind_int(st, 20, j->queued_ms);
         return step_done(st);
 }
 
@@ -403,6 +410,8 @@ static int job_row(sqlite3_stmt *st, void *p) {
                 .ckpt_step = col_int(st, 15),
                 .ckpt_path = col_text(st, 16),
                 .avoid_node = col_text(st, 17),
+                .tier = (int) col_int(st, 18),
+                .queued_ms = col_int(st, 19),
         };
         return ((StoreJobFn) ctx->fn)(ctx->userdata, &j);
 }
@@ -412,7 +421,7 @@ int store_jobs_load(Store *store, StoreJobFn fn, void *userdata) {
         int r = query(store,
                       "SELECT id, name, project, user, priority, spec, state, attempt, restarts,"
                       " reason, exit_code, created_ms, started_ms, finished_ms, idempotency_key,"
-                      " ckpt_step, ckpt_path, avoid_node FROM job ORDER BY id",
+                      " ckpt_step, ckpt_path, avoid_node, tier, queued_ms FROM job ORDER BY id",
                       &st);
         if (r < 0)
                 return r;

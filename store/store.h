@@ -31,6 +31,8 @@ typedef struct StoreJob {
         int64_t ckpt_step; /* STORE_NONE: no checkpoint */
         const char *ckpt_path;
         const char *avoid_node; /* the node blamed last, avoided by the next placement */
+        int tier; /* 0: within its project's quota; 1: on borrowed capacity */
+        int64_t queued_ms; /* when it last entered the queue; STORE_NONE: at creation */
 } StoreJob;
 
 typedef struct StoreAttempt {

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Glue between the controller's model and the pure scheduler: builds the snapshot
+ * (nodes with what alive ranks hold, running jobs with their tier, waiting jobs, the
+ * quota file) and applies the result: new attempts, preemptions, tier promotions and
+ * the reason each job waits. Also the quota file (reloaded on SIGHUP) and its view.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "controller-internal.h"
+#include "log.h"
+#include "util.h"
+
+typedef struct Snapshot {
+        SchedSnapshot s;
+        SchedLabel *label_pool;
+        SchedLabel *selector_pool;
+        Job **job_of; /* parallel to s.jobs */
+        Job **running_of; /* parallel to s.running */
+        int *rank_nodes; /* storage behind s.running[].rank_node */
+        int *rank_devices; /* and rank_devices */
+} Snapshot;
+
+/* Fills a scheduler node from a Node; labels point into the node's JSON. */
+static void sched_node_fill(Node *node, SchedNode *sn, SchedLabel *labels) {
+        *sn = (SchedNode){.name = node->name, .schedulable = node->state == NODE_READY,
+                          .cpus_free = node->cpus, .cpus_total = node->cpus,
+                          .memory_free_mb = node->memory_mb > 0 ? node->memory_mb : -1,
+                          .memory_total_mb = node->memory_mb > 0 ? node->memory_mb : 0,
+                          .n_devices = node->n_devices,
+                          .devices = xcalloc((size_t) node->n_devices + 1, sizeof(SchedDevice)),
+                          .labels = labels};
+        for (int d = 0; d < node->n_devices; d++)
+                sn->devices[d] = (SchedDevice){.kind = node->devices[d].kind,
+                                               .numa_node = node->devices[d].numa_node,
+                                               .pcie_switch = node->devices[d].pcie_switch,
+                                               .free = true};
+        const char *k;
+        json_t *v;
+        json_object_foreach(node->labels, k, v) {
+                labels[sn->n_labels++] = (SchedLabel){k, json_string_value(v)};
+        }
+}
+
+static void sched_job_fill(const JobSpec *spec, const Job *job, SchedJob *sj,
+                           SchedLabel *selector) {
+        *sj = (SchedJob){.id = job ? job->id : 0, .project = spec->project, .user = spec->user,
+                         .priority = spec->priority, .created_ms = job ? job->created_ms : 0,
+                         .submitted_ms = job ? job->queued_ms : 0, .ranks = spec->ranks,
+                         .ranks_per_node = spec->ranks_per_node, .accelerator = spec->accelerator,
+                         .accelerators_per_rank = spec->accelerators_per_rank,
+                         .cpus = spec->cpus, .memory_mb = spec->memory_mb,
+                         .avoid_node = job ? job->avoid_node : NULL,
+                         .same_label = spec->same_label, .node_selector = selector};
+        const char *k;
+        json_t *v;
+        json_object_foreach(spec->node_selector, k, v) {
+                selector[sj->n_node_selector++] = (SchedLabel){k, json_string_value(v)};
+        }
+}
+
+/* Nodes with their free capacity (after what alive ranks hold, when with_usage). */
+static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
+        size_t n_labels = 0;
+        for (int i = 0; i < ctl->n_nodes; i++)
+                n_labels += json_object_size(ctl->nodes[i]->labels);
+        snap->label_pool = xcalloc(n_labels + 1, sizeof(SchedLabel));
+        snap->s.nodes = xcalloc((size_t) ctl->n_nodes + 1, sizeof(SchedNode));
+        for (int i = 0, off = 0; i < ctl->n_nodes; i++) {
+                Node *node = ctl->nodes[i];
+                SchedNode *sn = &snap->s.nodes[i];
+                sched_node_fill(node, sn, snap->label_pool + off);
+                off += sn->n_labels;
+                if (!with_usage)
+                        continue;
+                sn->cpus_free -= node->used_cpus;
+                if (sn->memory_free_mb >= 0)
+                        sn->memory_free_mb -= node->used_memory_mb;
+                for (int d = 0; d < node->n_devices; d++)
+                        sn->devices[d].free = node->device_used[d] == 0;
+        }
+        snap->s.n_nodes = ctl->n_nodes;
+}
+
+/* Jobs with alive ranks: what they hold, for quota use and preemption. */
+static void snapshot_running(Controller *ctl, Snapshot *snap) {
+        size_t n_slots = 0, n_dev = 0;
+        int n = 0;
+        for (int j = 0; j < ctl->n_active; j++) {
+                Job *job = ctl->active[j];
+                if (job->n_ranks == 0)
+                        continue;
+                n_slots += (size_t) job->n_ranks;
+                n_dev += (size_t) job->n_ranks * (size_t) job->spec->accelerators_per_rank;
+                n++;
+        }
+        snap->s.running = xcalloc((size_t) n + 1, sizeof(SchedRunning));
+        snap->running_of = xcalloc((size_t) n + 1, sizeof(Job *));
+        snap->rank_nodes = xcalloc(n_slots + 1, sizeof(int));
+        snap->rank_devices = xcalloc(n_dev + 1, sizeof(int));
+        size_t slot = 0, dev = 0;
+        for (int j = 0; j < ctl->n_active; j++) {
+                Job *job = ctl->active[j];
+                if (job->n_ranks == 0)
+                        continue;
+                bool any_alive = false;
+                int apr = job->spec->accelerators_per_rank;
+                int *rank_node = snap->rank_nodes + slot, *rank_devices = snap->rank_devices + dev;
+                for (int k = 0; k < job->n_ranks; k++) {
+                        Rank *r = &job->ranks[k];
+                        Node *node = r->alive ? ctl_node_find(ctl, r->node_name) : NULL;
+                        rank_node[k] = node ? node->index : -1;
+                        any_alive = any_alive || node;
+                        for (int d = 0; d < apr; d++)
+                                rank_devices[k * apr + d] =
+                                        node && d < r->n_devices ? r->devices[d] : -1;
+                }
+                slot += (size_t) job->n_ranks;
+                dev += (size_t) job->n_ranks * (size_t) apr;
+                if (!any_alive)
+                        continue;
+                Attempt *a = job_current_attempt(job);
+                snap->running_of[snap->s.n_running] = job;
+                snap->s.running[snap->s.n_running++] = (SchedRunning){
+                        .id = job->id, .project = job->spec->project, .user = job->spec->user,
+                        .priority = job->spec->priority, .tier = job->tier,
+                        .started_ms = a ? a->started_ms : job->created_ms,
+                        .stopping = !ctl_job_attempt_live(job),
+                        .accelerator = job->spec->accelerator, .accelerators_per_rank = apr,
+                        .cpus = job->spec->cpus, .memory_mb = job->spec->memory_mb,
+                        .n_ranks = job->n_ranks, .rank_node = rank_node,
+                        .rank_devices = rank_devices};
+        }
+}
+
+static void snapshot_free(Snapshot *snap) {
+        for (int i = 0; i < snap->s.n_nodes; i++)
+                free(snap->s.nodes[i].devices);
+        free(snap->s.nodes);
+        free(snap->s.jobs);
+        free(snap->s.running);
+        free(snap->label_pool);
+        free(snap->selector_pool);
+        free(snap->job_of);
+        free(snap->running_of);
+        free(snap->rank_nodes);
+        free(snap->rank_devices);
+}
+
+/* Whether job is in the queue now: pending, or restarting or preempted with its old
+ * attempt confirmed gone (and, when restarting, its backoff over). */
+static bool job_waiting(Job *job, int64_t now) {
+        if (job->state == JOB_PENDING)
+                return true;
+        if (job->state == JOB_RESTARTING && now < job->restart_at_ms)
+                return false;
+        if (job->state != JOB_RESTARTING && job->state != JOB_PREEMPTED)
+                return false;
+        for (int i = 0; i < job->n_ranks; i++)
+                if (job->ranks[i].alive)
+                        return false; /* the old attempt is not confirmed gone yet */
+        return true;
+}
+
+/*
+ * Which waiting jobs an incremental pass must look at besides the new ones: those the
+ * scheduler holds capacity for (reservations, preemptions under way) and those old
+ * enough to get a reservation, since a new job could otherwise take their nodes.
+ */
+static bool job_needs_pass(Job *job, int64_t now_wall) {
+        return job->wait == SCHED_WAIT_PREEMPTING || job->wait == SCHED_WAIT_RESERVED ||
+               now_wall - job->queued_ms > SCHED_STARVATION_AFTER_MS_DEFAULT;
+}
+
+void ctl_schedule(Controller *ctl) {
+        int64_t now = util_now_ms(), now_wall = util_wall_ms();
+        Snapshot snap = {0};
+        ctl->last_sched_ms = now;
+        /*
+         * When nothing but submits happened since the last pass, the jobs that waited
+         * then still cannot fit the same free capacity: a pass over the new jobs (and
+         * those the scheduler holds capacity for) decides the same, at a cost that does
+         * not grow with the queue.
+         */
+        bool full = ctl->sched_full;
+        ctl->sched_full = false;
+        if (full)
+                ctl->next_restart_ms = INT64_MAX;
+        Job **cand = xcalloc((size_t) ctl->n_active + 1, sizeof(Job *));
+        int n_cand = 0;
+        for (int j = 0; j < ctl->n_fresh; j++) {
+                Job *job = ctl->fresh[j];
+                if (job_waiting(job, now) && !job->in_pass) {
+                        job->in_pass = true;
+                        cand[n_cand++] = job;
+                }
+        }
+        ctl->n_fresh = 0;
+        for (int j = 0; j < ctl->n_active; j++) {
+                Job *job = ctl->active[j];
+                if (full && job->state == JOB_RESTARTING && job->restart_at_ms > now &&
+                    job->restart_at_ms < ctl->next_restart_ms)
+                        ctl->next_restart_ms = job->restart_at_ms;
+                if (!job->in_pass && job_waiting(job, now) &&
+                    (full || job_needs_pass(job, now_wall))) {
+                        job->in_pass = true;
+                        cand[n_cand++] = job;
+                }
+        }
+        for (int j = 0; j < n_cand; j++)
+                cand[j]->in_pass = false;
+        if (n_cand == 0) {
+                free(cand);
+                return;
+        }
+        snapshot_nodes(ctl, &snap, true);
+        snapshot_running(ctl, &snap);
+        snap.s.quota = ctl->quota;
+        snap.s.now_ms = now_wall;
+        snap.s.jobs = xcalloc((size_t) n_cand + 1, sizeof(SchedJob));
+        snap.job_of = cand;
+        size_t n_sel = 0;
+        for (int j = 0; j < n_cand; j++)
+                n_sel += json_object_size(cand[j]->spec->node_selector);
+        snap.selector_pool = xcalloc(n_sel + 1, sizeof(SchedLabel));
+        for (int j = 0, off = 0; j < n_cand; j++) {
+                SchedJob *sj = &snap.s.jobs[snap.s.n_jobs++];
+                sched_job_fill(cand[j]->spec, cand[j], sj, snap.selector_pool + off);
+                off += sj->n_node_selector;
+        }
+        SchedResult res;
+        if (sched_pass(&snap.s, &res) < 0) {
+                snapshot_free(&snap);
+                return;
+        }
+        for (int i = 0; i < snap.s.n_jobs; i++)
+                snap.job_of[i]->wait = res.wait[i];
+        for (int i = 0; i < snap.s.n_running; i++) {
+                Job *job = snap.running_of[i];
+                if (res.running_tier[i] != job->tier) {
+                        job->tier = res.running_tier[i];
+                        ctl_job_dirty(ctl, job);
+                }
+        }
+        for (int p = 0; p < res.n_preempt; p++) {
+                Job *victim = ctl_job_find(ctl, res.preempt[p]);
+                if (victim)
+                        ctl_job_preempt(ctl, victim,
+                                        "preempted: its project borrowed capacity that another "
+                                        "project's quota needs back");
+        }
+        Node **node_of = xcalloc((size_t) ctl->n_nodes + 1, sizeof(Node *));
+        for (int i = 0; i < ctl->n_nodes; i++)
+                node_of[i] = ctl->nodes[i];
+        for (int p = 0; p < res.n_placements; p++) {
+                Job *job = ctl_job_find(ctl, res.placements[p].job);
+                if (!job)
+                        continue;
+                job->tier = res.placements[p].tier;
+                ctl_job_start_attempt(ctl, job, &res.placements[p], node_of);
+        }
+        free(node_of);
+        sched_result_clear(&res);
+        snapshot_free(&snap);
+}
+
+SchedWait ctl_job_feasible(Controller *ctl, const JobSpec *spec) {
+        Snapshot snap = {0};
+        snapshot_nodes(ctl, &snap, false);
+        /* Any node may come back: judge against every node the fleet has. */
+        for (int i = 0; i < snap.s.n_nodes; i++)
+                snap.s.nodes[i].schedulable = true;
+        SchedLabel *sel = xcalloc(json_object_size(spec->node_selector) + 1, sizeof(SchedLabel));
+        SchedJob sj;
+        sched_job_fill(spec, NULL, &sj, sel);
+        SchedWait w = sched_job_feasible(snap.s.nodes, snap.s.n_nodes, &sj);
+        free(sel);
+        snapshot_free(&snap);
+        return w;
+}
+
+int ctl_quota_reload(Controller *ctl, char **ret_error) {
+        if (!ctl->cfg.quota_path) {
+                ctl->quota = sched_quota_free(ctl->quota);
+                return 0;
+        }
+        char *text = NULL;
+        int r = util_read_file(ctl->cfg.quota_path, &text, NULL);
+        if (r < 0) {
+                *ret_error = xasprintf("%s: %s", ctl->cfg.quota_path, strerror(-r));
+                return r;
+        }
+        SchedQuota *q = NULL;
+        char *err = NULL;
+        r = sched_quota_parse(text, &q, &err);
+        free(text);
+        if (r < 0) {
+                *ret_error = xasprintf("%s: %s", ctl->cfg.quota_path, err ? err : "invalid");
+                free(err);
+                return r;
+        }
+        sched_quota_free(ctl->quota);
+        ctl->quota = q;
+        ctl->sched_needed = ctl->sched_full = true;
+        return 0;
+}
+
+json_t *ctl_quota_view(Controller *ctl) {
+        Snapshot snap = {0};
+        snapshot_nodes(ctl, &snap, true);
+        snapshot_running(ctl, &snap);
+        snap.s.quota = ctl->quota;
+        snap.s.now_ms = util_wall_ms();
+        SchedResult res;
+        json_t *projects = json_array(), *kinds = json_array();
+        if (sched_pass(&snap.s, &res) >= 0) {
+                for (int k = 0; k < res.n_kinds; k++)
+                        json_array_append_new(kinds, json_string(res.kinds[k]));
+                for (int p = 0; p < res.n_projects; p++) {
+                        SchedProjectQuota *pq = &res.projects[p];
+                        json_t *quota = json_object(), *used = json_object();
+                        for (int k = 0; k < res.n_kinds; k++) {
+                                json_object_set_new(quota, res.kinds[k], json_real(pq->quota[k]));
+                                json_object_set_new(used, res.kinds[k], json_integer(pq->used[k]));
+                        }
+                        json_array_append_new(projects,
+                                              json_pack("{s:s,s:b,s:o,s:o}", "project", pq->project,
+                                                        "configured", pq->configured, "quota",
+                                                        quota, "used", used));
+                }
+                sched_result_clear(&res);
+        }
+        snapshot_free(&snap);
+        return json_pack("{s:o,s:o,s:o}", "kinds", kinds, "projects", projects, "quota_file",
+                         ctl->cfg.quota_path ? json_string(ctl->cfg.quota_path) : json_null());
+}
