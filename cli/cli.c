@@ -33,6 +33,7 @@ static const CliOption common_options[] = {
         { "help", 'h', false, CLI_OPT_HELP },
         { "json", 0, false, CLI_OPT_JSON },
         { "url", 0, true, CLI_OPT_URL },
+        { "ca-file", 0, true, CLI_OPT_CA_FILE },
         {},
 };
 
@@ -168,20 +169,13 @@ int cli_parse_seconds(const CliContext *ctx, const char *flag, const char *s, in
         return CLI_EXIT_OK;
 }
 
-static void context_set_url(CliContext *ctx, const char *url) {
-        free(ctx->url);
-        ctx->url = xstrdup(url);
-        /* Paths are appended as "/v1/...": a trailing slash would double it. */
-        size_t n = strlen(ctx->url);
-        while (n > 0 && ctx->url[n - 1] == '/')
-                ctx->url[--n] = '\0';
-}
-
 void cli_args_apply_common(CliContext *ctx, int id, const char *value) {
         if (id == CLI_OPT_JSON)
                 ctx->json = true;
         else if (id == CLI_OPT_URL)
-                context_set_url(ctx, value);
+                cli_context_set_url(ctx, value);
+        else if (id == CLI_OPT_CA_FILE)
+                cli_context_set_ca_file(ctx, value);
 }
 
 int cli_args_unexpected(const CliContext *ctx, const char *command, const char *word) {
@@ -215,7 +209,7 @@ static const CliCommand commands[] = {
 };
 
 static void print_tool_help(FILE *f) {
-        fputs("Usage: axctl [--url URL] [--json] COMMAND [ARGS...]\n"
+        fputs("Usage: axctl [--url URL] [--ca-file PATH] [--json] COMMAND [ARGS...]\n"
               "\n"
               "Command line for the axctl training-job orchestrator.\n"
               "\n"
@@ -226,10 +220,18 @@ static void print_tool_help(FILE *f) {
         fputs("  help      show the help of a command\n"
               "\n"
               "Options (before or after the command):\n"
-              "  --url URL   controller URL (default $AXCTL_URL, then " CLI_DEFAULT_URL ")\n"
-              "  --json      print the API's JSON (pretty, sorted keys) instead of tables\n"
-              "  -h, --help  show help (also: axctl COMMAND --help)\n"
-              "  --version   print the version\n"
+              "  --url URL        controller URL (default $AXCTL_URL, then the config file's\n"
+              "                   url, then " CLI_DEFAULT_URL ")\n"
+              "  --ca-file PATH   CA certificates to verify an https controller with\n"
+              "                   (default $AXCTL_CA_FILE, then the config file's ca_file,\n"
+              "                   then the system's)\n"
+              "  --json           print the API's JSON (pretty, sorted keys) instead of tables\n"
+              "  -h, --help       show help (also: axctl COMMAND --help)\n"
+              "  --version        print the version\n"
+              "\n"
+              "Credentials: the bearer token comes from $AXCTL_TOKEN, else from `token = ...`\n"
+              "in the config file ($AXCTL_CONFIG, default ~/.config/axctl/config), which must\n"
+              "then be private to its owner (chmod 600). Keys: url, token, ca_file.\n"
               "\n"
               "Exit codes:\n"
               "  0  success (wait: the job succeeded)\n"
@@ -238,7 +240,9 @@ static void print_tool_help(FILE *f) {
               "  3  the job was cancelled (wait)\n"
               "  4  timed out (wait --timeout)\n"
               "  5  controller unreachable or unexpected API error\n"
-              "  6  job or node not found (HTTP 404)\n",
+              "  6  job or node not found (HTTP 404)\n"
+              "  7  not authenticated: no token, or the controller rejected it (HTTP 401)\n"
+              "  8  not allowed: the token's role may not do this (HTTP 403)\n",
               f);
 }
 
@@ -274,8 +278,11 @@ static const CliOption global_options[] = {
 
 int cli_run(int argc, char **argv, FILE *out, FILE *err) {
         CliContext ctx = { .out = out, .err = err };
-        const char *env_url = getenv("AXCTL_URL");
-        context_set_url(&ctx, env_url && *env_url ? env_url : CLI_DEFAULT_URL);
+        /* A broken config file must not stand in the way of --help: it is reported
+         * only when a command is about to run. */
+        _cleanup_free_ char *config_error = NULL;
+        if (cli_context_configure(&ctx, &config_error) < 0)
+                cli_context_set_url(&ctx, CLI_DEFAULT_URL);
 
         CliArgs a;
         cli_args_init(&a, &ctx, NULL, global_options, argc - 1, argv + 1);
@@ -321,12 +328,16 @@ int cli_run(int argc, char **argv, FILE *out, FILE *err) {
                 cli_error(&ctx, "unknown command %s (see axctl --help)", name);
                 goto finish;
         }
+        if (config_error) {
+                cli_error(&ctx, "%s", config_error);
+                goto finish;
+        }
         curl_global_init(CURL_GLOBAL_DEFAULT);
         r = c->run(&ctx, cargc, cargv);
         fflush(out);
         curl_global_cleanup();
 finish:
-        free(ctx.url);
+        cli_context_done(&ctx);
         return r;
 }
 

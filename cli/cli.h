@@ -24,6 +24,8 @@ typedef enum CliExit {
         CLI_EXIT_TIMEOUT = 4,     /* wait: --timeout passed */
         CLI_EXIT_UNREACHABLE = 5, /* controller unreachable or an unexpected API answer */
         CLI_EXIT_NOT_FOUND = 6,   /* job or node not found (404) */
+        CLI_EXIT_UNAUTHENTICATED = 7, /* no token, or the controller rejected it (401) */
+        CLI_EXIT_FORBIDDEN = 8,   /* the token's role may not do this (403) */
 } CliExit;
 
 #define CLI_DEFAULT_URL "http://127.0.0.1:8470"
@@ -34,6 +36,8 @@ typedef enum CliExit {
 
 typedef struct CliContext {
         char *url; /* controller base URL without a trailing slash */
+        char *token; /* bearer token, NULL for none; never printed */
+        char *ca_file; /* CA bundle for https URLs, NULL: the system's */
         bool json; /* print the API's JSON instead of tables */
         FILE *out;
         FILE *err;
@@ -57,6 +61,7 @@ enum {
         CLI_OPT_HELP = 1000,     /* -h / --help: every command has it */
         CLI_OPT_JSON,            /* --json, also accepted after the command */
         CLI_OPT_URL,             /* --url URL, also accepted after the command */
+        CLI_OPT_CA_FILE,         /* --ca-file PATH, also accepted after the command */
 };
 
 typedef struct CliOption {
@@ -87,12 +92,41 @@ int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_
                   int64_t max, int64_t *ret);
 /* Parses a non-negative number of seconds ("1.5" allowed) into milliseconds. */
 int cli_parse_seconds(const CliContext *ctx, const char *flag, const char *s, int64_t *ret_ms);
-/* Applies --json / --url seen after the command to the context. */
+/* True for the options every command takes after its name (--json, --url, --ca-file). */
+static inline bool cli_args_is_common(int id) {
+        return id == CLI_OPT_JSON || id == CLI_OPT_URL || id == CLI_OPT_CA_FILE;
+}
+/* Applies --json / --url / --ca-file seen after the command to the context. */
 void cli_args_apply_common(CliContext *ctx, int id, const char *value);
 /* Message for a positional word a command does not take; returns CLI_EXIT_USAGE. */
 int cli_args_unexpected(const CliContext *ctx, const char *command, const char *word);
 /* Message for a missing positional argument; returns CLI_EXIT_USAGE. */
 int cli_args_missing(const CliContext *ctx, const char *command, const char *what);
+
+/* ---- config.c: URL, token and CA from flags, environment and config file ---- */
+
+/* What a config file holds; strings owned (the token is wiped when freed). */
+typedef struct CliConfig {
+        char *url;
+        char *token;
+        char *ca_file;
+} CliConfig;
+
+/* $AXCTL_CONFIG, else $XDG_CONFIG_HOME/axctl/config, else ~/.config/axctl/config;
+ * NULL when there is no home. Owned by the caller. */
+char *cli_config_path(void);
+/* Reads a config file (keys url, token, ca_file). A missing file is fine unless
+ * must_exist; a file holding a token must be private to its owner. Returns 0 or -errno
+ * with *ret_error (one line, never containing the token). */
+int cli_config_load(const char *path, bool must_exist, CliConfig *ret, char **ret_error);
+void cli_config_done(CliConfig *c);
+/* Sets url, token and ca_file of ctx from the environment and the config file (flags
+ * are applied afterwards by the caller). Returns 0 or -errno with *ret_error. */
+int cli_context_configure(CliContext *ctx, char **ret_error);
+void cli_context_set_url(CliContext *ctx, const char *url);
+void cli_context_set_ca_file(CliContext *ctx, const char *path);
+/* Frees what the context owns (wiping the token). */
+void cli_context_done(CliContext *ctx);
 
 /* ---- http.c: the REST client ---- */
 
@@ -125,6 +159,8 @@ int cli_exit_for_status(long status);
 /* Builds the one-line message for an API error answer, e.g.
  * "invalid spec: ranks: must be positive (field ranks)". Owned by the caller. */
 char *cli_api_error_message(long status, const char *body);
+/* The API's message of an error answer, else "HTTP <status>"; owned by the caller. */
+char *cli_api_error_reason(long status, const char *body);
 /* Prints the error for a failed request (transport or API) and returns its exit code. */
 int cli_report_failure(const CliContext *ctx, const CliResponse *r);
 

@@ -11,6 +11,9 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "token.h"
 
 /* A slow controller is a problem, but a hung axctl in CI is a worse one. */
 #define CLI_API_TIMEOUT_MS 30000
@@ -78,6 +81,15 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
                 return -ENOMEM;
         }
 
+        /* Checked here, because libcurl would only say "problem with the SSL CA cert". */
+        if (ctx->ca_file && access(ctx->ca_file, R_OK) < 0) {
+                r->error = xasprintf("cannot read CA file %s: %s", ctx->ca_file,
+                                     strerror(errno));
+                r->final_url = xstrdup(ctx->url);
+                curl_easy_cleanup(curl);
+                return -EIO;
+        }
+
         _cleanup_free_ char *url = xasprintf("%s%s", ctx->url, req->path);
         char errbuf[CURL_ERROR_SIZE] = "";
         Sink sink = { .curl = curl, .r = r, .stream_to = req->stream ? ctx->out : NULL };
@@ -88,6 +100,13 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
         /* A POST without a body must not claim to be a form (libcurl's default). */
         headers = curl_slist_append(headers, req->body ? "Content-Type: application/json"
                                                        : "Content-Type:");
+        /* libcurl sends a custom Authorization header to the original host and port
+         * only, so the token never follows the logs redirect to an agent. */
+        if (ctx->token) {
+                _cleanup_free_ char *h = token_auth_header(ctx->token);
+                headers = curl_slist_append(headers, h);
+                explicit_bzero(h, strlen(h));
+        }
         if (req->idempotency_key) {
                 _cleanup_free_ char *h = xasprintf("Idempotency-Key: %s", req->idempotency_key);
                 headers = curl_slist_append(headers, h);
@@ -110,6 +129,16 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, sink_write);
         curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long) CLI_CONNECT_TIMEOUT_MS);
+        /* Certificates are always checked, against --ca-file when given: a controller
+         * that cannot prove its name gets neither the token nor the job. */
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (ctx->ca_file)
+                curl_easy_setopt(curl, CURLOPT_CAINFO, ctx->ca_file);
+#if LIBCURL_VERSION_NUM >= 0x075500
+        curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#endif
         if (req->timeout_ms > 0)
                 curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, req->timeout_ms);
         if (req->follow_redirects) {
@@ -153,6 +182,10 @@ int cli_exit_for_status(long status) {
         case 413:
         case 422:
                 return CLI_EXIT_USAGE;
+        case 401:
+                return CLI_EXIT_UNAUTHENTICATED;
+        case 403:
+                return CLI_EXIT_FORBIDDEN;
         case 404:
                 return CLI_EXIT_NOT_FOUND;
         case 409:
@@ -190,6 +223,15 @@ char *cli_api_error_message(long status, const char *body) {
         return xstrdup(words);
 }
 
+char *cli_api_error_reason(long status, const char *body) {
+        _cleanup_json_ json_t *root = body ? json_loads(body, JSON_DECODE_ANY, NULL) : NULL;
+        json_t *e = json_is_object(root) ? json_object_get(root, "error") : NULL;
+        const char *message = json_string_value(json_object_get(e, "message"));
+        if (message && *message)
+                return xstrdup(message);
+        return xasprintf("HTTP %ld", status);
+}
+
 int cli_report_failure(const CliContext *ctx, const CliResponse *r) {
         if (r->status == 0) {
                 const char *u = r->final_url ? r->final_url : ctx->url;
@@ -200,6 +242,16 @@ int cli_report_failure(const CliContext *ctx, const CliResponse *r) {
                         cli_error(ctx, "cannot reach %s: %s", u,
                                   r->error ? r->error : "unknown error");
                 return CLI_EXIT_UNREACHABLE;
+        }
+        if (r->status == 401 || r->status == 403) {
+                /* The API's own message says why; the code word would only repeat it. */
+                _cleanup_free_ char *why = cli_api_error_reason(r->status, r->body);
+                if (r->status == 401)
+                        cli_error(ctx, "not authenticated: %s (%s AXCTL_TOKEN)", why,
+                                  ctx->token ? "check" : "set");
+                else
+                        cli_error(ctx, "not allowed: %s", why);
+                return cli_exit_for_status(r->status);
         }
         _cleanup_free_ char *msg = cli_api_error_message(r->status, r->body);
         cli_error(ctx, "%s", msg);

@@ -208,7 +208,7 @@ int cli_cmd_list(CliContext *ctx, int argc, char **argv) {
                 }
                 if (id == CLI_ARG_POSITIONAL)
                         return cli_args_unexpected(ctx, "list", value);
-                if (id == CLI_OPT_JSON || id == CLI_OPT_URL) {
+                if (cli_args_is_common(id)) {
                         cli_args_apply_common(ctx, id, value);
                         continue;
                 }
@@ -386,6 +386,7 @@ int cli_cmd_status(CliContext *ctx, int argc, char **argv) {
                         return CLI_EXIT_OK;
                 case CLI_OPT_JSON:
                 case CLI_OPT_URL:
+                case CLI_OPT_CA_FILE:
                         cli_args_apply_common(ctx, id_opt, value);
                         break;
                 case CLI_ARG_POSITIONAL:
@@ -470,7 +471,7 @@ static int parse_job_only(CliContext *ctx, const char *command, const char *help
                         *ret_id = 0;
                         return -1;
                 }
-                if (id == CLI_OPT_JSON || id == CLI_OPT_URL) {
+                if (cli_args_is_common(id)) {
                         cli_args_apply_common(ctx, id, value);
                         continue;
                 }

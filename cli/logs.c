@@ -192,6 +192,7 @@ int cli_cmd_logs(CliContext *ctx, int argc, char **argv) {
                         return CLI_EXIT_OK;
                 case CLI_OPT_JSON:
                 case CLI_OPT_URL:
+                case CLI_OPT_CA_FILE:
                         cli_args_apply_common(ctx, opt, value);
                         break;
                 case CLI_ARG_POSITIONAL:
@@ -327,7 +328,7 @@ int cli_cmd_events(CliContext *ctx, int argc, char **argv) {
                         fputs(events_help, ctx->out);
                         return CLI_EXIT_OK;
                 }
-                if (opt == CLI_OPT_JSON || opt == CLI_OPT_URL) {
+                if (cli_args_is_common(opt)) {
                         cli_args_apply_common(ctx, opt, value);
                 } else if (opt == CLI_ARG_POSITIONAL) {
                         if (id > 0)

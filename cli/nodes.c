@@ -101,7 +101,7 @@ static int parse_simple(CliContext *ctx, const char *command, const char *help,
                         fputs(help, ctx->out);
                         return -1;
                 }
-                if (opt == CLI_OPT_JSON || opt == CLI_OPT_URL) {
+                if (cli_args_is_common(opt)) {
                         cli_args_apply_common(ctx, opt, value);
                 } else if (opt == CLI_ARG_POSITIONAL) {
                         if (!what || *ret_positional)

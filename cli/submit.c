@@ -233,7 +233,7 @@ int cli_submit_parse(CliContext *ctx, int argc, char **argv, const char *default
                         s->help = true;
                         return CLI_EXIT_OK;
                 }
-                if (id == CLI_OPT_JSON || id == CLI_OPT_URL) {
+                if (cli_args_is_common(id)) {
                         cli_args_apply_common(ctx, id, value);
                         continue;
                 }

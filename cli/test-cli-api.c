@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct Fake {
         int fd;
@@ -26,6 +28,7 @@ typedef struct Fake {
         char target[1024];
         char body[8192];
         char idempotency_key[256];
+        char authorization[256]; /* the Authorization header, "" when absent */
         int polls[8]; /* GET /v1/jobs/{id} count per job id */
 } Fake;
 
@@ -84,6 +87,24 @@ static void route(int fd) {
                                 "{\"jobs\": [{\"id\": 3}, {\"id\": 2}], \"next_after\": 2}");
                 return send_response(fd, 200, NULL,
                                      "{\"jobs\": [{\"id\": 1}], \"next_after\": null}");
+        }
+        /* Job 7 is guarded like the real controller: a user token of another project. */
+        if (strcmp(t, "/v1/jobs/7") == 0) {
+                if (strcmp(fake.authorization, "Bearer admin-token") == 0)
+                        return send_response(fd, 200, NULL, job_json(7, "running", "", "null"));
+                if (strcmp(fake.authorization, "Bearer user-token") == 0)
+                        return send_response(fd, 403, NULL,
+                                             "{\"error\": {\"code\": \"forbidden\", \"message\":"
+                                             " \"job 7 belongs to project vision\"}}");
+                return send_response(fd, 401, "WWW-Authenticate: Bearer\r\n",
+                                     "{\"error\": {\"code\": \"unauthorized\", \"message\":"
+                                     " \"missing or unknown token\"}}");
+        }
+        /* Job 8's logs live on an agent with another host name: no token goes there. */
+        if (strncmp(t, "/v1/jobs/8/logs?", 16) == 0) {
+                snprintf(extra, sizeof(extra), "Location: http://localhost:%d/agent/log?%.900s\r\n",
+                         fake.port, t + 16);
+                return send_response(fd, 307, extra, "");
         }
         int id;
         char rest[512] = "";
@@ -191,6 +212,10 @@ static void serve_one(int fd) {
         const char *k = strcasestr(buf, "\r\nIdempotency-Key: ");
         if (k && k < end)
                 sscanf(k + 19, "%255[^\r]", fake.idempotency_key);
+        fake.authorization[0] = '\0';
+        const char *a = strcasestr(buf, "\r\nAuthorization: ");
+        if (a && a < end)
+                sscanf(a + 17, "%255[^\r]", fake.authorization);
         route(fd);
 }
 
@@ -380,7 +405,159 @@ static void test_nodes(void) {
         expect(run((char *[]){"drain", "n2", NULL}), 6, "", "axctl: not found: no route\n");
 }
 
+/* Runs axctl with exactly argv (no --url added). */
+static Run run_plain(char **argv) {
+        int argc = 0;
+        while (argv[argc])
+                argc++;
+        Run r = {};
+        size_t n1, n2;
+        FILE *out = open_memstream(&r.out, &n1);
+        FILE *err = open_memstream(&r.err, &n2);
+        r.code = cli_run(argc, argv, out, err);
+        fclose(out);
+        fclose(err);
+        return r;
+}
+
+static void write_config(const char *path, mode_t mode, const char *text) {
+        FILE *f = fopen(path, "we");
+        assert(f);
+        fputs(text, f);
+        fclose(f);
+        assert(chmod(path, mode) == 0);
+}
+
+/* The token never shows in what axctl prints. */
+static void expect_secret_kept(Run r, const char *token) {
+        assert(!strstr(r.out, token));
+        assert(!strstr(r.err, token));
+}
+
+static void test_auth(void) {
+        /* No token: 401 is exit 7 with the hint; nothing is sent. */
+        Run r = run((char *[]){"status", "7", NULL});
+        assert(fake.authorization[0] == '\0');
+        expect(r, 7, "",
+               "axctl: not authenticated: missing or unknown token (set AXCTL_TOKEN)\n");
+
+        setenv("AXCTL_TOKEN", "admin-token", 1);
+        r = run((char *[]){"status", "7", NULL});
+        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        expect_secret_kept(r, "admin-token");
+        expect(r, 0, NULL, NULL);
+        /* Every request carries it, POSTs too. */
+        expect(run((char *[]){"cancel", "4", NULL}), 0, NULL, NULL);
+        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+
+        setenv("AXCTL_TOKEN", "user-token", 1);
+        r = run((char *[]){"status", "7", NULL});
+        expect_secret_kept(r, "user-token");
+        expect(r, 8, "", "axctl: not allowed: job 7 belongs to project vision\n");
+
+        setenv("AXCTL_TOKEN", "stale-token", 1);
+        r = run((char *[]){"status", "7", NULL});
+        expect_secret_kept(r, "stale-token");
+        expect(r, 7, "",
+               "axctl: not authenticated: missing or unknown token (check AXCTL_TOKEN)\n");
+
+        /* The redirect to an agent does not carry the token. */
+        r = run((char *[]){"logs", "8", NULL});
+        assert(r.code == 0 && strstr(r.out, "query rank=0"));
+        assert(fake.authorization[0] == '\0');
+        run_done(&r);
+
+        /* A token with a newline would inject a header: refused before any request. */
+        setenv("AXCTL_TOKEN", "abc\r\nX-Evil: 1", 1);
+        r = run((char *[]){"status", "7", NULL});
+        assert(!strstr(r.err, "abc"));
+        expect(r, 2, "", "axctl: AXCTL_TOKEN must be one word of visible ASCII characters\n");
+        unsetenv("AXCTL_TOKEN");
+}
+
+static void test_config(void) {
+        char dir[] = "/tmp/axctl-cfg-XXXXXX";
+        assert(mkdtemp(dir));
+        _cleanup_free_ char *path = xasprintf("%s/config", dir);
+        _cleanup_free_ char *url = xasprintf("http://127.0.0.1:%d", fake.port);
+        setenv("AXCTL_CONFIG", path, 1);
+
+        /* url and token from the file; no --url given. */
+        _cleanup_free_ char *text = xasprintf("# client\nurl = %s/\ntoken = admin-token\n", url);
+        write_config(path, 0600, text);
+        Run r = run_plain((char *[]){"axctl", "status", "7", NULL});
+        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        expect(r, 0, NULL, NULL);
+
+        /* $AXCTL_TOKEN wins over the file. */
+        setenv("AXCTL_TOKEN", "user-token", 1);
+        expect(run_plain((char *[]){"axctl", "status", "7", NULL}), 8, "", NULL);
+        unsetenv("AXCTL_TOKEN");
+
+        /* A token others can read or write is refused, naming the fix. */
+        _cleanup_free_ char *want = xasprintf("axctl: %s is readable by group or others: run "
+                                              "chmod 600 %s\n",
+                                              path, path);
+        write_config(path, 0644, text);
+        r = run_plain((char *[]){"axctl", "status", "7", NULL});
+        expect_secret_kept(r, "admin-token");
+        expect(r, 2, "", want);
+        write_config(path, 0620, text);
+        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "",
+               "is writable by group or others: run chmod 600");
+        /* ... but help still works. */
+        expect(run_plain((char *[]){"axctl", "--help", NULL}), 0, NULL, "");
+
+        /* Without a token the file may be world-readable. */
+        _cleanup_free_ char *plain = xasprintf("url = %s\n", url);
+        write_config(path, 0644, plain);
+        expect(run_plain((char *[]){"axctl", "status", "7", NULL}), 7, "",
+               "(set AXCTL_TOKEN)");
+
+        /* Unknown keys and a missing $AXCTL_CONFIG are errors, mangled tokens too. */
+        write_config(path, 0600, "tokn = x\n");
+        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "", "unknown key tokn");
+        write_config(path, 0600, "token = \"a b\"\n");
+        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "",
+               "token must be one word of visible ASCII characters");
+        _cleanup_free_ char *missing = xasprintf("%s/nope", dir);
+        setenv("AXCTL_CONFIG", missing, 1);
+        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "", "No such file or directory");
+
+        /* The default location under $XDG_CONFIG_HOME; absent is fine. */
+        unsetenv("AXCTL_CONFIG");
+        setenv("XDG_CONFIG_HOME", dir, 1);
+        expect(run((char *[]){"status", "7", NULL}), 7, NULL, NULL);
+        _cleanup_free_ char *sub = xasprintf("%s/axctl", dir);
+        assert(mkdir(sub, 0700) == 0);
+        _cleanup_free_ char *xdg_path = xasprintf("%s/config", sub);
+        write_config(xdg_path, 0600, "token = admin-token\n");
+        expect(run((char *[]){"status", "7", NULL}), 0, NULL, NULL);
+        unlink(xdg_path);
+        rmdir(sub);
+
+        /* A CA file that cannot be read; an https URL against a plain HTTP server fails
+         * the handshake (exit 5) rather than falling back to plain text. */
+        _cleanup_free_ char *https = xasprintf("https://127.0.0.1:%d", fake.port);
+        expect(run_plain((char *[]){"axctl", "--ca-file", missing, "--url", https, "list", NULL}),
+               5, "", "cannot read CA file");
+        write_config(path, 0600, "ca_file = /etc/ssl/certs/ca-certificates.crt\n");
+        expect(run_plain((char *[]){"axctl", "--url", https, "list", "--ca-file", path, NULL}), 5,
+               "", "cannot reach controller at https://");
+        expect(run_plain((char *[]){"axctl", "--url", https, "list", "--ca-file", missing, NULL}),
+               5, "", "cannot read CA file");
+        unlink(path);
+        rmdir(dir);
+        unsetenv("XDG_CONFIG_HOME");
+}
+
 int main(void) {
+        /* The developer's own config and token must not leak into the tests. */
+        unsetenv("AXCTL_TOKEN");
+        unsetenv("AXCTL_CONFIG");
+        unsetenv("AXCTL_CA_FILE");
+        unsetenv("AXCTL_URL");
+        setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
         fake_start();
         test_submit();
         test_wait();
@@ -389,6 +566,8 @@ int main(void) {
         test_status();
         test_logs();
         test_nodes();
+        test_auth();
+        test_config();
         printf("cli-api: ok\n");
         return 0;
 }

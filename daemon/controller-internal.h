@@ -25,6 +25,8 @@ struct Controller {
         bool in_turn_tx; /* a store transaction is open for this turn */
         bool sched_needed;
         bool sched_full; /* capacity or eligibility changed: a pass over every waiting job */
+        int n_held; /* waiting jobs the scheduler holds capacity for (reserved, preempting) */
+        int64_t oldest_waiting_ms; /* wall: queue time of the oldest job at the last full pass */
         Job **fresh; /* submitted since the last pass */
         int n_fresh, cap_fresh;
         bool sweep_needed; /* a job may have ended or a rank died: prune the active list */

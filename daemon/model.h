@@ -74,6 +74,7 @@ typedef struct Job {
         bool dirty;
         bool active; /* in the controller's active list */
         bool in_pass; /* already a candidate of the scheduling pass being built */
+        bool in_running; /* already among the running jobs of the snapshot being built */
 } Job;
 
 typedef struct NodeDevice {

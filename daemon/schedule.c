@@ -83,43 +83,50 @@ static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
         snap->s.n_nodes = ctl->n_nodes;
 }
 
-/* Jobs with alive ranks: what they hold, for quota use and preemption. */
+/*
+ * Jobs with alive ranks: what they hold, for quota use and preemption. They are found
+ * through the nodes' job lists, so the cost follows the running jobs, not the queue.
+ */
 static void snapshot_running(Controller *ctl, Snapshot *snap) {
+        int n = 0, cap = 16;
+        Job **jobs = xmalloc((size_t) cap * sizeof(Job *));
         size_t n_slots = 0, n_dev = 0;
-        int n = 0;
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
-                if (job->n_ranks == 0)
-                        continue;
-                n_slots += (size_t) job->n_ranks;
-                n_dev += (size_t) job->n_ranks * (size_t) job->spec->accelerators_per_rank;
-                n++;
+        for (int i = 0; i < ctl->n_nodes; i++) {
+                Node *node = ctl->nodes[i];
+                for (int k = 0; k < node->n_jobs; k++) {
+                        Job *job = node->jobs[k].job;
+                        if (job->in_running)
+                                continue;
+                        job->in_running = true;
+                        if (n == cap) {
+                                cap *= 2;
+                                jobs = xrealloc(jobs, (size_t) cap * sizeof(Job *));
+                        }
+                        jobs[n++] = job;
+                        n_slots += (size_t) job->n_ranks;
+                        n_dev += (size_t) job->n_ranks * (size_t) job->spec->accelerators_per_rank;
+                }
         }
         snap->s.running = xcalloc((size_t) n + 1, sizeof(SchedRunning));
         snap->running_of = xcalloc((size_t) n + 1, sizeof(Job *));
         snap->rank_nodes = xcalloc(n_slots + 1, sizeof(int));
         snap->rank_devices = xcalloc(n_dev + 1, sizeof(int));
         size_t slot = 0, dev = 0;
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
-                if (job->n_ranks == 0)
-                        continue;
-                bool any_alive = false;
+        for (int j = 0; j < n; j++) {
+                Job *job = jobs[j];
+                job->in_running = false;
                 int apr = job->spec->accelerators_per_rank;
                 int *rank_node = snap->rank_nodes + slot, *rank_devices = snap->rank_devices + dev;
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *r = &job->ranks[k];
                         Node *node = r->alive ? ctl_node_find(ctl, r->node_name) : NULL;
                         rank_node[k] = node ? node->index : -1;
-                        any_alive = any_alive || node;
                         for (int d = 0; d < apr; d++)
                                 rank_devices[k * apr + d] =
                                         node && d < r->n_devices ? r->devices[d] : -1;
                 }
                 slot += (size_t) job->n_ranks;
                 dev += (size_t) job->n_ranks * (size_t) apr;
-                if (!any_alive)
-                        continue;
                 Attempt *a = job_current_attempt(job);
                 snap->running_of[snap->s.n_running] = job;
                 snap->s.running[snap->s.n_running++] = (SchedRunning){
@@ -132,6 +139,7 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                         .n_ranks = job->n_ranks, .rank_node = rank_node,
                         .rank_devices = rank_devices};
         }
+        free(jobs);
 }
 
 static void snapshot_free(Snapshot *snap) {
@@ -187,7 +195,11 @@ void ctl_schedule(Controller *ctl) {
         ctl->sched_full = false;
         if (full)
                 ctl->next_restart_ms = INT64_MAX;
-        Job **cand = xcalloc((size_t) ctl->n_active + 1, sizeof(Job *));
+        /* An incremental pass scans the queue only when some job there may need it. */
+        bool scan = full || ctl->n_held > 0 ||
+                    now_wall - ctl->oldest_waiting_ms > SCHED_STARVATION_AFTER_MS_DEFAULT;
+        Job **cand = xmalloc(((size_t) ctl->n_fresh + (scan ? (size_t) ctl->n_active : 0) + 1) *
+                             sizeof(Job *));
         int n_cand = 0;
         for (int j = 0; j < ctl->n_fresh; j++) {
                 Job *job = ctl->fresh[j];
@@ -197,7 +209,9 @@ void ctl_schedule(Controller *ctl) {
                 }
         }
         ctl->n_fresh = 0;
-        for (int j = 0; j < ctl->n_active; j++) {
+        if (full)
+                ctl->oldest_waiting_ms = now_wall;
+        for (int j = 0; scan && j < ctl->n_active; j++) {
                 Job *job = ctl->active[j];
                 if (full && job->state == JOB_RESTARTING && job->restart_at_ms > now &&
                     job->restart_at_ms < ctl->next_restart_ms)
@@ -206,6 +220,8 @@ void ctl_schedule(Controller *ctl) {
                     (full || job_needs_pass(job, now_wall))) {
                         job->in_pass = true;
                         cand[n_cand++] = job;
+                        if (full && job->queued_ms < ctl->oldest_waiting_ms)
+                                ctl->oldest_waiting_ms = job->queued_ms;
                 }
         }
         for (int j = 0; j < n_cand; j++)
@@ -234,8 +250,13 @@ void ctl_schedule(Controller *ctl) {
                 snapshot_free(&snap);
                 return;
         }
-        for (int i = 0; i < snap.s.n_jobs; i++)
+        /* Every held job was a candidate (see job_needs_pass): count them afresh. */
+        ctl->n_held = 0;
+        for (int i = 0; i < snap.s.n_jobs; i++) {
                 snap.job_of[i]->wait = res.wait[i];
+                if (res.wait[i] == SCHED_WAIT_PREEMPTING || res.wait[i] == SCHED_WAIT_RESERVED)
+                        ctl->n_held++;
+        }
         for (int i = 0; i < snap.s.n_running; i++) {
                 Job *job = snap.running_of[i];
                 if (res.running_tier[i] != job->tier) {
