@@ -65,6 +65,9 @@ static void test_status_mapping(void) {
         assert(cli_exit_for_status(422) == CLI_EXIT_USAGE);
         assert(cli_exit_for_status(404) == CLI_EXIT_NOT_FOUND);
         assert(cli_exit_for_status(409) == CLI_EXIT_FAILED);
+        assert(cli_exit_for_status(401) == CLI_EXIT_UNAUTHENTICATED);
+        assert(cli_exit_for_status(403) == CLI_EXIT_FORBIDDEN);
+        assert(CLI_EXIT_UNAUTHENTICATED == 7 && CLI_EXIT_FORBIDDEN == 8);
         assert(cli_exit_for_status(405) == CLI_EXIT_UNREACHABLE);
         assert(cli_exit_for_status(500) == CLI_EXIT_UNREACHABLE);
         assert(cli_exit_for_status(502) == CLI_EXIT_UNREACHABLE);
@@ -167,6 +170,9 @@ static void test_help(void) {
         assert(r.code == 0);
         assert(strstr(r.out, "Exit codes:"));
         assert(strstr(r.out, "6  job or node not found"));
+        assert(strstr(r.out, "7  not authenticated"));
+        assert(strstr(r.out, "8  not allowed"));
+        assert(strstr(r.out, "--ca-file PATH"));
         run_done(&r);
         r = run((char *[]) { "axctl", "--version", NULL });
         assert(r.code == 0 && strncmp(r.out, "axctl ", 6) == 0);
@@ -216,6 +222,10 @@ static void test_unreachable(void) {
 }
 
 int main(void) {
+        /* A developer's own config file must not change what these tests see. */
+        unsetenv("AXCTL_TOKEN");
+        unsetenv("AXCTL_CONFIG");
+        setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
         test_status_mapping();
         test_api_messages();
         test_usage();
