@@ -30,6 +30,8 @@
 #include "protocol.h"
 #include "rank.h"
 #include "rankenv.h"
+#include "shim.h"
+#include "token.h"
 #include "util.h"
 
 /* Defaults until the controller says otherwise (DESIGN.md §5). */
@@ -39,6 +41,8 @@
 #define AGENT_MAX_WAIT_MS 10000
 /* Pause before retrying an unreachable or failing controller. */
 #define AGENT_RETRY_MS 250
+/* ... and one that refuses our credentials: that takes an operator, not a blip. */
+#define AGENT_RETRY_AUTH_MS 5000
 /* Keys of ranks that ended here and were forgotten, so a stale answer cannot rerun them. */
 #define AGENT_TOMBSTONES 1024
 
@@ -62,7 +66,7 @@ struct Agent {
         /* Controller session. */
         CURLM *multi;
         CURL *easy;
-        struct curl_slist *headers;
+        struct curl_slist *headers; /* with the Authorization header when a token is set */
         AgentRequest request;
         uint64_t request_id;
         int64_t request_wait_ms; /* the long-poll time the sync in flight asked for */
@@ -94,6 +98,18 @@ struct Agent {
         int sigfd;
         bool quit;
 };
+
+/* True for a URL whose traffic others cannot read: https, or plain HTTP on loopback. */
+static bool agent_url_private(const char *url) {
+        if (strncmp(url, "https://", 8) == 0)
+                return true;
+        static const char *const loopback[] = { "http://127.", "http://localhost:",
+                                                "http://localhost/", "http://[::1]" };
+        for (size_t i = 0; i < ELEMENTSOF(loopback); i++)
+                if (strncmp(url, loopback[i], strlen(loopback[i])) == 0)
+                        return true;
+        return strcmp(url, "http://localhost") == 0;
+}
 
 static void agent_boot_id_read(Agent *a) {
         _cleanup_free_ char *data = NULL;
@@ -182,6 +198,25 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                 r = -ENOMEM;
                 goto fail;
         }
+        if (cfg->token) {
+                _cleanup_free_ char *h = token_auth_header(cfg->token);
+                struct curl_slist *l = curl_slist_append(a->headers, h);
+                explicit_bzero(h, strlen(h));
+                if (!l) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                a->headers = l;
+                /* The shim must not carry the agent's copies into a rank's process. */
+                for (; l->next; l = l->next)
+                        ;
+                agent_shim_forget_secret(0, l->data);
+                agent_shim_forget_secret(1, (char *) cfg->token);
+                if (!agent_url_private(a->controller))
+                        log_warning("Sending the agent's token over plain HTTP to %s: anyone "
+                                    "on the path can read it; use https",
+                                    a->controller);
+        }
         *ret = a;
         return 0;
 
@@ -208,6 +243,10 @@ Agent *agent_free(Agent *a) {
         agent_request_drop(a);
         if (a->multi)
                 curl_multi_cleanup(a->multi);
+        for (struct curl_slist *l = a->headers; l; l = l->next)
+                explicit_bzero(l->data, strlen(l->data));
+        agent_shim_forget_secret(0, NULL);
+        agent_shim_forget_secret(1, NULL);
         curl_slist_free_all(a->headers);
         agent_logserver_stop(a->logs);
         agent_healthcmd_free(a->healthcmd);
@@ -234,7 +273,7 @@ static size_t agent_response_write(char *data, size_t size, size_t nmemb, void *
         Agent *a = userdata;
         size_t n = size * nmemb;
         /* Answers are small; a runaway body is cut off rather than kept. */
-        if (a->response_len + n > 64 * 1024 * 1024)
+        if (a->response_len + n > AGENT_MAX_ANSWER_BYTES)
                 return 0;
         a->response = xrealloc(a->response, a->response_len + n + 1);
         memcpy(a->response + a->response_len, data, n);
@@ -289,6 +328,14 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         curl_easy_setopt(a->easy, CURLOPT_TIMEOUT_MS, (long) timeout_ms);
         curl_easy_setopt(a->easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
         curl_easy_setopt(a->easy, CURLOPT_NOSIGNAL, 1L);
+        /* The controller decides what this node runs: it must prove who it is. */
+        curl_easy_setopt(a->easy, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(a->easy, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (a->cfg.ca_file)
+                curl_easy_setopt(a->easy, CURLOPT_CAINFO, a->cfg.ca_file);
+#if LIBCURL_VERSION_NUM >= 0x075500
+        curl_easy_setopt(a->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
         curl_multi_add_handle(a->multi, a->easy);
         log_debug("Sending %s %" PRIu64 " (wait %" PRId64 " ms)",
                   kind == AGENT_REQUEST_REGISTER ? "register" : "sync", a->request_id, wait_ms);
@@ -337,10 +384,17 @@ static char **agent_argv_make(json_t *argv) {
 static void agent_rank_start(Agent *a, const DesiredRank *d) {
         _cleanup_free_ char *progress = rank_table_progress_path(a->ranks, d->key);
         _cleanup_free_ char *env_error = NULL;
+        _cleanup_free_ char *user_error = NULL;
         _cleanup_free_ char **argv = NULL;
         char **envp = NULL;
+        RankUser user = { 0 };
+        int error_exit = 0;
 
         const char *error = d->error;
+        if (!error && agent_user_resolve(a->cfg.users, d->user, &user, &user_error) < 0) {
+                error = user_error;
+                error_exit = SHIM_EXIT_USER_REFUSED;
+        }
         if (!error) {
                 RankEnvRequest req = {
                         .env = d->env,
@@ -348,6 +402,7 @@ static void agent_rank_start(Agent *a, const DesiredRank *d) {
                         .accelerator = d->accelerator,
                         .profile_dir = a->cfg.profile_dir,
                         .progress_path = progress,
+                        .user = &user,
                 };
                 if (agent_env_build(&req, &a->inv, &envp, &env_error) < 0)
                         error = env_error;
@@ -360,13 +415,16 @@ static void agent_rank_start(Agent *a, const DesiredRank *d) {
                 .envp = envp,
                 .workdir = d->workdir,
                 .user = d->user,
+                .run_as = error ? NULL : &user,
                 .checkpoint_dir = d->checkpoint_dir,
                 .hang_timeout_s = d->hang_timeout_s,
                 .error = error,
+                .error_exit = error_exit,
         };
         Rank *r;
         int k = rank_table_start(a->ranks, &l, &r);
         agent_env_free(envp);
+        rank_user_done(&user);
         if (k < 0) {
                 log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s",
                           d->key.job, d->key.attempt, d->key.rank, strerror(-k));
@@ -377,8 +435,9 @@ static void agent_rank_start(Agent *a, const DesiredRank *d) {
                             d->key.job, d->key.attempt, d->key.rank,
                             error ? error : "see its log");
         else
-                log_info("Started rank %" PRId64 "/%" PRId64 "/%" PRId64 " as pid %d",
-                         d->key.job, d->key.attempt, d->key.rank, (int) r->rank_pid);
+                log_info("Started rank %" PRId64 "/%" PRId64 "/%" PRId64 " as pid %d, uid %u",
+                         d->key.job, d->key.attempt, d->key.rank, (int) r->rank_pid,
+                         (unsigned) (l.run_as ? l.run_as->uid : geteuid()));
         a->dirty = true;
 }
 
@@ -421,7 +480,9 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
         uint64_t id = a->request_id;
         long status = 0;
         curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &status);
-        json_t *body = a->response ? json_loadb(a->response, a->response_len, 0, NULL) : NULL;
+        json_t *body = a->response ? json_loadb(a->response, a->response_len,
+                                                JSON_REJECT_DUPLICATES, NULL)
+                                   : NULL;
         agent_request_drop(a);
 
         if (result != CURLE_OK) {
@@ -436,6 +497,17 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                             code ? code : "404");
                 json_decref(body);
                 a->registered = false;
+                return;
+        }
+        if (status == 401 || status == 403) {
+                const char *code = agent_proto_error_code(body);
+                agent_request_failed(a, now,
+                                     "Controller refused the agent's credentials: HTTP %ld %s "
+                                     "(check --token-file; a token of role agent bound to "
+                                     "node %s is needed)",
+                                     status, code ? code : "", a->cfg.node);
+                a->retry_at_ms = now + AGENT_RETRY_AUTH_MS;
+                json_decref(body);
                 return;
         }
         if (status != 200) {

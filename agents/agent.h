@@ -12,6 +12,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "userpolicy.h"
+
 typedef struct AgentConfig {
         const char *controller; /* base URL, "http://127.0.0.1:8080" */
         const char *node;
@@ -25,6 +27,9 @@ typedef struct AgentConfig {
         int64_t health_interval_ms;
         const char *profile_dir; /* NULL: no launch profiles */
         int64_t kill_grace_ms;
+        const char *token; /* bearer token for the controller, NULL: none; never logged */
+        const char *ca_file; /* CA bundle for an https controller, NULL: the system's */
+        const AgentUserPolicy *users; /* which accounts ranks may run as; borrowed */
 } AgentConfig;
 
 typedef struct Agent Agent;

@@ -7,6 +7,8 @@
 #include "protocol.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,16 +75,106 @@ json_t *agent_proto_sync_body(const char *node, const char *boot_id, RankTable *
                          ranks, "checkpoints", cps, "health", h);
 }
 
-static const char *proto_opt_string(json_t *o, const char *key, char **error) {
+_printf_(2, 3) static void proto_error(char **error, const char *fmt, ...) {
+        if (*error)
+                return; /* the first problem is the one worth reading */
+        va_list ap;
+        va_start(ap, fmt);
+        if (vasprintf(error, fmt, ap) < 0)
+                *error = NULL;
+        va_end(ap);
+        if (!*error)
+                *error = xstrdup("invalid desired rank");
+}
+
+/* A JSON string without NUL bytes (jansson allows them) of at most max bytes. */
+static bool proto_string_ok(json_t *v, size_t max) {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v);
+        return s && n <= max && strlen(s) == n;
+}
+
+static const char *proto_opt_string(json_t *o, const char *key, size_t max, char **error) {
         json_t *v = json_object_get(o, key);
         if (!v || json_is_null(v))
                 return NULL;
         if (!json_is_string(v)) {
-                if (!*error)
-                        *error = xasprintf("%s is not a string", key);
+                proto_error(error, "%s is not a string", key);
+                return NULL;
+        }
+        if (!proto_string_ok(v, max)) {
+                proto_error(error, "%s is longer than %zu bytes or contains a NUL byte", key,
+                            max);
                 return NULL;
         }
         return json_string_value(v);
+}
+
+/* An optional path that must be absolute when given (a relative one would be relative
+ * to wherever the agent happens to run). */
+static const char *proto_opt_path(json_t *o, const char *key, char **error) {
+        const char *p = proto_opt_string(o, key, AGENT_MAX_PATH, error);
+        if (p && *p && *p != '/') {
+                proto_error(error, "%s must be an absolute path", key);
+                return NULL;
+        }
+        return p;
+}
+
+/* Checks argv: 1..AGENT_MAX_ARGS strings; adds their size to *bytes. */
+static void proto_check_argv(json_t *argv, size_t *bytes, char **error) {
+        if (!json_is_array(argv) || json_array_size(argv) == 0) {
+                proto_error(error, "argv must be a non-empty list of strings");
+                return;
+        }
+        if (json_array_size(argv) > AGENT_MAX_ARGS) {
+                proto_error(error, "argv has more than %d entries", AGENT_MAX_ARGS);
+                return;
+        }
+        size_t i;
+        json_t *v;
+        json_array_foreach(argv, i, v) {
+                if (!json_is_string(v)) {
+                        proto_error(error, "argv must be a non-empty list of strings");
+                        return;
+                }
+                if (!proto_string_ok(v, AGENT_MAX_STRING)) {
+                        proto_error(error, "argv[%zu] is longer than %d bytes or contains a "
+                                    "NUL byte", i, AGENT_MAX_STRING);
+                        return;
+                }
+                *bytes += json_string_length(v) + 1;
+        }
+}
+
+/* Checks env: an object of at most AGENT_MAX_ENV strings with valid names. */
+static void proto_check_env(json_t *env, size_t *bytes, char **error) {
+        if (!env)
+                return;
+        if (!json_is_object(env)) {
+                proto_error(error, "env is not an object");
+                return;
+        }
+        if (json_object_size(env) > AGENT_MAX_ENV) {
+                proto_error(error, "env has more than %d variables", AGENT_MAX_ENV);
+                return;
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(env, key, v) {
+                size_t klen = strlen(key);
+                /* jansson keys may hold NUL bytes too: such a key reads shorter. */
+                if (klen == 0 || klen > AGENT_MAX_NAME || strchr(key, '=')) {
+                        proto_error(error, "env has an invalid variable name");
+                        return;
+                }
+                if (!json_is_string(v) || !proto_string_ok(v, AGENT_MAX_STRING)) {
+                        proto_error(error, "env variable %s is not a string of at most %d "
+                                    "bytes without NUL", key, AGENT_MAX_STRING);
+                        return;
+                }
+                *bytes += klen + json_string_length(v) + 2;
+        }
 }
 
 /* Fills d from o. Returns -EBADMSG when not even the key can be read. */
@@ -94,33 +186,47 @@ static int proto_parse_desired(json_t *o, DesiredRank *d) {
                 return -EBADMSG;
         d->key = (RankKey){ json_integer_value(job), json_integer_value(attempt),
                             json_integer_value(rank) };
+        /* Keys name directories and log files: negative numbers have no business there. */
+        if (d->key.job < 0 || d->key.attempt < 0 || d->key.rank < 0)
+                return -EBADMSG;
 
+        size_t bytes = 0;
         d->argv = json_object_get(o, "argv");
-        bool argv_ok = json_is_array(d->argv) && json_array_size(d->argv) > 0;
-        for (size_t i = 0; argv_ok && i < json_array_size(d->argv); i++)
-                argv_ok = json_is_string(json_array_get(d->argv, i));
-        if (!argv_ok)
-                d->error = xstrdup("argv must be a non-empty list of strings");
+        proto_check_argv(d->argv, &bytes, &d->error);
 
         d->env = json_object_get(o, "env");
         if (json_is_null(d->env))
                 d->env = NULL;
+        proto_check_env(d->env, &bytes, &d->error);
+        if (bytes > AGENT_MAX_EXEC_BYTES)
+                proto_error(&d->error, "argv and env together are larger than %d bytes",
+                            AGENT_MAX_EXEC_BYTES);
+
         d->devices = json_object_get(o, "devices");
         if (json_is_null(d->devices))
                 d->devices = NULL;
-        d->workdir = proto_opt_string(o, "workdir", &d->error);
-        d->user = proto_opt_string(o, "user", &d->error);
-        d->accelerator = proto_opt_string(o, "accelerator", &d->error);
-        d->checkpoint_dir = proto_opt_string(o, "checkpoint_dir", &d->error);
+        if (d->devices && (!json_is_array(d->devices) ||
+                           json_array_size(d->devices) > AGENT_MAX_DEVICES))
+                proto_error(&d->error, "devices must be a list of at most %d indices",
+                            AGENT_MAX_DEVICES);
+        d->workdir = proto_opt_path(o, "workdir", &d->error);
+        d->user = proto_opt_string(o, "user", AGENT_MAX_NAME, &d->error);
+        d->accelerator = proto_opt_string(o, "accelerator", AGENT_MAX_NAME, &d->error);
+        d->checkpoint_dir = proto_opt_path(o, "checkpoint_dir", &d->error);
         json_t *hang = json_object_get(o, "hang_timeout_s");
         d->hang_timeout_s = json_is_integer(hang) ? json_integer_value(hang) : 0;
+        if (d->hang_timeout_s < 0)
+                d->hang_timeout_s = 0;
+        if (d->hang_timeout_s > AGENT_MAX_HANG_TIMEOUT_S)
+                d->hang_timeout_s = AGENT_MAX_HANG_TIMEOUT_S;
         return 0;
 }
 
 int agent_proto_parse_sync(json_t *json, SyncAnswer *ret) {
         json_t *ranks = json_object_get(json, "ranks");
         json_t *version = json_object_get(json, "version");
-        if (!json_is_object(json) || !json_is_array(ranks) || !json_is_integer(version)) {
+        if (!json_is_object(json) || !json_is_array(ranks) || !json_is_integer(version) ||
+            json_array_size(ranks) > AGENT_MAX_DESIRED_RANKS) {
                 json_decref(json);
                 return -EBADMSG;
         }

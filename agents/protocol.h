@@ -5,6 +5,12 @@
  * answers into typed records. Decoding is lenient where leniency is safe: a desired
  * rank whose fields are wrong is still recognised by its key (so it is neither killed
  * nor started twice) and carries an error that becomes its launch failure.
+ *
+ * The controller's answers are input like any other: a compromised or buggy controller
+ * must not be able to exhaust the agent's memory or hand a rank a path it did not mean.
+ * The limits below bound what one answer may ask for; an answer over the rank limit is
+ * rejected whole (the agent keeps its state and, without a good answer, fences itself
+ * at the end of its lease), an entry over another limit fails to start with the reason.
  */
 #pragma once
 
@@ -15,6 +21,21 @@
 
 #include "inventory.h"
 #include "rank.h"
+
+/* Largest answer body read from the controller. */
+#define AGENT_MAX_ANSWER_BYTES (16 * 1024 * 1024)
+/* Most desired ranks in one answer: more than any node can run. */
+#define AGENT_MAX_DESIRED_RANKS 4096
+/* Per rank: argv entries, env entries, devices, bytes of one string, and all of argv and
+ * env together (Linux refuses an exec over about 2 MiB anyway). */
+#define AGENT_MAX_ARGS 4096
+#define AGENT_MAX_ENV 4096
+#define AGENT_MAX_DEVICES 1024
+#define AGENT_MAX_STRING (128 * 1024)
+#define AGENT_MAX_EXEC_BYTES (1024 * 1024)
+#define AGENT_MAX_PATH 4096
+#define AGENT_MAX_NAME 256
+#define AGENT_MAX_HANG_TIMEOUT_S (366LL * 24 * 3600)
 
 /* One rank the controller wants on this node; strings and JSON borrowed from the answer. */
 typedef struct DesiredRank {
@@ -70,7 +91,10 @@ json_t *agent_proto_sync_body(const char *node, const char *boot_id, RankTable *
                               const AgentCheckpoint *ckpts, size_t n_ckpts,
                               const AgentHealth *health, uint64_t request_id);
 
-/* Decodes a sync answer, taking over the reference to json. 0 or -EBADMSG. */
+/*
+ * Decodes a sync answer, taking over the reference to json. 0, or -EBADMSG when the
+ * answer is not a sync answer or lists more than AGENT_MAX_DESIRED_RANKS ranks.
+ */
 int agent_proto_parse_sync(json_t *json, SyncAnswer *ret);
 void agent_sync_answer_clear(SyncAnswer *a);
 

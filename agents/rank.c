@@ -280,8 +280,11 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
 
         RankExit failed = { .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED };
         if (error) {
-                (void) agent_shim_write_status(rank->dir, failed);
-                rank_set_exited(rank, failed);
+                RankExit refused = { .signaled = false,
+                                     .code = l->error && l->error_exit > 0 ? l->error_exit
+                                                                           : failed.code };
+                (void) agent_shim_write_status(rank->dir, refused);
+                rank_set_exited(rank, refused);
                 return 0;
         }
 
@@ -291,7 +294,7 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                 .workdir = l->workdir,
                 .argv = l->argv,
                 .envp = l->envp,
-                .user = l->user,
+                .user = l->run_as,
                 .progress_path = progress,
         };
         r = agent_shim_spawn(&sl, &rank->shim_pid, &rank->rank_pid);

@@ -51,16 +51,21 @@ typedef struct Rank {
 
 typedef struct RankTable RankTable;
 
-/* What to start. error != NULL records a launch failure (exit 127) with that message. */
+/*
+ * What to start. error != NULL records a launch failure with that message and exit code
+ * error_exit (0: SHIM_EXIT_LAUNCH_FAILED).
+ */
 typedef struct RankLaunch {
         RankKey key;
         char *const *argv;
         char *const *envp; /* sorted KEY=VALUE, written at the head of the log */
         const char *workdir;
-        const char *user;
+        const char *user; /* the job's user, as the controller named it (recorded) */
+        const RankUser *run_as; /* the account to run as; NULL: the agent's, no switch */
         const char *checkpoint_dir;
         int64_t hang_timeout_s;
         const char *error;
+        int error_exit;
 } RankLaunch;
 
 /* Creates <state_dir>/ranks and <state_dir>/logs. boot_id fences pids of earlier boots. */

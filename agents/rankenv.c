@@ -14,11 +14,11 @@
 
 #include "util.h"
 
-/* Variables a program needs to run at all, taken from the agent when the job has none. */
-static const char *const inherited_vars[] = {
-        "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME",
-        "SHELL", "LD_LIBRARY_PATH", NULL,
-};
+/*
+ * Variables a program needs to run at all, taken from the agent when the job has none.
+ * Deliberately short: the rest of the agent's environment is the agent's business.
+ */
+static const char *const inherited_vars[] = { "PATH", "LANG", "TZ", NULL };
 
 static bool env_key_valid(const char *key) {
         return *key && !strchr(key, '=');
@@ -132,6 +132,17 @@ static int env_add_layers(json_t *env, const RankEnvRequest *req, const AgentInv
                         return r;
                 }
         }
+
+        /* Who the rank is, from the account it runs as: a job cannot claim another. */
+        const RankUser *u = req->user;
+        if (u && u->name) {
+                json_object_set_new(env, "USER", json_string(u->name));
+                json_object_set_new(env, "LOGNAME", json_string(u->name));
+        }
+        if (u && u->home)
+                json_object_set_new(env, "HOME", json_string(u->home));
+        if (u && u->shell)
+                json_object_set_new(env, "SHELL", json_string(u->shell));
 
         for (size_t i = 0; inherited_vars[i]; i++) {
                 const char *v = getenv(inherited_vars[i]);

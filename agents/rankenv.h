@@ -2,15 +2,18 @@
 /*
  * The environment a rank is started with (DESIGN.md §6). The controller sends every
  * vendor-neutral variable; the agent adds the progress file, device visibility from
- * the accelerator backends, the operator's launch profile for the accelerator kind, and
- * the few variables of its own environment a program needs to run at all (PATH, HOME,
- * locale) when the job did not set them.
+ * the accelerator backends, the operator's launch profile for the accelerator kind, the
+ * identity of the account the rank runs as (HOME, USER, LOGNAME, SHELL from its passwd
+ * entry) and, when the job did not set them, PATH, LANG and TZ from its own environment.
+ * Nothing else of the agent's environment reaches a rank: it may hold the agent's
+ * credentials (systemd's $CREDENTIALS_DIRECTORY) or settings meant for root.
  */
 #pragma once
 
 #include <jansson.h>
 
 #include "inventory.h"
+#include "userpolicy.h"
 
 typedef struct RankEnvRequest {
         json_t *env; /* the desired rank's "env" object (strings), may be NULL */
@@ -18,6 +21,7 @@ typedef struct RankEnvRequest {
         const char *accelerator; /* kind for the launch profile, NULL or "" for none */
         const char *profile_dir; /* NULL: no launch profiles */
         const char *progress_path; /* value of AXCTL_PROGRESS_FILE */
+        const RankUser *user; /* the account the rank runs as; NULL: no identity vars */
 } RankEnvRequest;
 
 /*

@@ -23,41 +23,24 @@
 
 extern char **environ;
 
-/* The user a rank runs as, resolved in the agent before forking. */
-typedef struct ShimUser {
-        bool do_switch;
-        uid_t uid;
-        gid_t gid;
-        gid_t groups[64];
-        int n_groups;
-        bool unknown; /* asked for a user this node does not have */
-} ShimUser;
-
 /* The pair the shim reports back to the agent through a pipe. */
 typedef struct ShimPids {
         pid_t shim;
         pid_t rank;
 } ShimPids;
 
-static void shim_user_resolve(const char *user, ShimUser *ret) {
-        *ret = (ShimUser){ 0 };
-        /* Only root can switch; an unprivileged agent runs ranks as itself. */
-        if (!user || !*user || geteuid() != 0)
-                return;
-        struct passwd pw, *res = NULL;
-        char buf[4096];
-        if (getpwnam_r(user, &pw, buf, sizeof(buf), &res) != 0 || !res) {
-                ret->unknown = true;
-                return;
-        }
-        ret->do_switch = true;
-        ret->uid = pw.pw_uid;
-        ret->gid = pw.pw_gid;
-        ret->n_groups = (int) ELEMENTSOF(ret->groups);
-        if (getgrouplist(user, pw.pw_gid, ret->groups, &ret->n_groups) < 0) {
-                ret->groups[0] = pw.pw_gid;
-                ret->n_groups = 1;
-        }
+static char *shim_secrets[SHIM_SECRET_SLOTS];
+
+void agent_shim_forget_secret(int slot, char *secret) {
+        if (slot >= 0 && slot < SHIM_SECRET_SLOTS)
+                shim_secrets[slot] = secret;
+}
+
+/* In a forked child: the agent's secrets are no business of a shim or a rank. */
+static void shim_secrets_wipe(void) {
+        for (int i = 0; i < SHIM_SECRET_SLOTS; i++)
+                if (shim_secrets[i])
+                        explicit_bzero(shim_secrets[i], strlen(shim_secrets[i]));
 }
 
 static void shim_signals_reset(void) {
@@ -69,24 +52,46 @@ static void shim_signals_reset(void) {
                         signal(sig, SIG_DFL);
 }
 
-/* Runs in the rank's process: never returns. stdout/stderr already go to the log. */
-_Noreturn static void shim_exec_rank(const ShimLaunch *l, const ShimUser *u) {
-        setpgid(0, 0);
-        close(3); /* the pipe to the agent */
+/*
+ * Becomes u: supplementary groups, then gid, then uid (after setuid the other two are no
+ * longer allowed), and checks that it worked and cannot be undone. 0 or -errno.
+ */
+static int shim_switch_user(const RankUser *u) {
+        if (setgroups((size_t) u->n_groups, u->groups) < 0 || setgid(u->gid) < 0 ||
+            setuid(u->uid) < 0)
+                return -errno;
+        if (getuid() != u->uid || geteuid() != u->uid || getgid() != u->gid ||
+            getegid() != u->gid)
+                return -EPERM;
+        /* A saved set-user-ID of root would let the rank take root back. */
+        if (u->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
+                return -EPERM;
+        return 0;
+}
 
-        if (u->unknown)
-                dprintf(STDERR_FILENO,
-                        "axagent: user %s does not exist on this node, running as uid %d\n",
-                        l->user, (int) getuid());
+/* Runs in the rank's process: never returns. stdout/stderr already go to the log. */
+_Noreturn static void shim_exec_rank(const ShimLaunch *l) {
+        const RankUser *u = l->user;
+        setpgid(0, 0);
+        /* Only 0, 1 and 2 reach the rank: the pipe to the agent is 3, and anything the
+         * agent opened without O_CLOEXEC (a library's socket) must not leak either. */
+        if (close_range(3, ~0U, 0) < 0)
+                for (int fd = 3; fd < 1024; fd++)
+                        close(fd);
+
+        if (u && u->do_switch) {
+                int r = shim_switch_user(u);
+                if (r < 0) {
+                        dprintf(STDERR_FILENO, "axagent: cannot switch to user %s: %s\n",
+                                u->name, strerror(-r));
+                        _exit(SHIM_EXIT_USER_REFUSED);
+                }
+        }
+        umask(022);
+        /* After the switch, so the user's own permissions decide what it may enter. */
         if (l->workdir && *l->workdir && chdir(l->workdir) < 0) {
                 dprintf(STDERR_FILENO, "axagent: cannot change to working directory %s: %s\n",
                         l->workdir, strerror(errno));
-                _exit(SHIM_EXIT_LAUNCH_FAILED);
-        }
-        if (u->do_switch && (setgroups((size_t) u->n_groups, u->groups) < 0 ||
-                             setgid(u->gid) < 0 || setuid(u->uid) < 0)) {
-                dprintf(STDERR_FILENO, "axagent: cannot switch to user %s: %s\n", l->user,
-                        strerror(errno));
                 _exit(SHIM_EXIT_LAUNCH_FAILED);
         }
         /* execvp searches the PATH of environ, which must be the rank's own. */
@@ -104,12 +109,14 @@ static int shim_write_pid(const char *dir, const char *name, pid_t pid) {
 }
 
 /* The shim itself, in its own session: never returns. fd 3 is the pipe to the agent. */
-_Noreturn static void shim_run(const ShimLaunch *l, const ShimUser *u) {
+_Noreturn static void shim_run(const ShimLaunch *l) {
         ShimPids pids = { .shim = getpid(), .rank = -1 };
+        const RankUser *u = l->user;
 
-        if (u->do_switch && l->progress_path)
+        /* The rank writes its progress file and owns its log. */
+        if (u && u->do_switch && l->progress_path)
                 (void) chown(l->progress_path, u->uid, u->gid);
-        if (u->do_switch)
+        if (u && u->do_switch)
                 (void) fchown(STDOUT_FILENO, u->uid, u->gid);
 
         (void) shim_write_pid(l->rank_dir, "shim.pid", pids.shim);
@@ -120,7 +127,7 @@ _Noreturn static void shim_run(const ShimLaunch *l, const ShimUser *u) {
          */
         pid_t rank = fork();
         if (rank == 0)
-                shim_exec_rank(l, u);
+                shim_exec_rank(l);
         /* Stray terminal or group signals must not cost us the rank's exit status. */
         signal(SIGHUP, SIG_IGN);
         signal(SIGINT, SIG_IGN);
@@ -158,7 +165,8 @@ _Noreturn static void shim_run(const ShimLaunch *l, const ShimUser *u) {
 
 /* Sets up the shim's descriptors: 0 /dev/null, 1 and 2 the log, 3 the pipe, no others. */
 static int shim_fds_setup(const char *log_path, int pipe_w) {
-        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                          0644);
         if (log_fd < 0)
                 return -errno;
         int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -177,9 +185,6 @@ static int shim_fds_setup(const char *log_path, int pipe_w) {
 }
 
 int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_pid) {
-        ShimUser user;
-        shim_user_resolve(l->user, &user);
-
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
@@ -193,6 +198,7 @@ int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_p
         }
         if (mid == 0) {
                 /* The intermediate child: its only job is to orphan the shim. */
+                shim_secrets_wipe();
                 close(p[0]);
                 pid_t shim = fork();
                 if (shim != 0)
@@ -201,7 +207,7 @@ int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_p
                 shim_signals_reset();
                 if (shim_fds_setup(l->log_path, p[1]) < 0)
                         _exit(1);
-                shim_run(l, &user);
+                shim_run(l);
         }
 
         close(p[1]);

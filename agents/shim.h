@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "userpolicy.h"
+
 /* How a rank ended: an exit code, or the signal that killed it. */
 typedef struct RankExit {
         bool signaled;
@@ -24,15 +26,28 @@ typedef struct ShimLaunch {
         const char *workdir; /* NULL or "": the agent's working directory */
         char *const *argv; /* argv[0] is looked up in the rank's PATH */
         char *const *envp; /* the complete environment of the rank */
-        const char *user; /* NULL or "": the agent's user; else switch to it when root */
+        const RankUser *user; /* NULL, or do_switch false: run as the agent's account */
         const char *progress_path; /* handed to the user the rank runs as; may be NULL */
 } ShimLaunch;
 
 /* Exit code of a rank that could not be started (bad workdir, exec failure). */
 #define SHIM_EXIT_LAUNCH_FAILED 127
+/* Exit code of a rank whose user the policy refuses or that could not become it. */
+#define SHIM_EXIT_USER_REFUSED 126
 
 /*
- * Starts l->argv under a new shim. Returns 0 with the shim's and the rank's pids (the
+ * Registers a buffer holding a secret of the agent (its controller token): the shim
+ * overwrites it in its own copy of the agent's memory right after forking, so neither
+ * the shim nor the rank carries it. At most a few buffers; the last registration of a
+ * slot wins. NULL clears.
+ */
+void agent_shim_forget_secret(int slot, char *secret);
+#define SHIM_SECRET_SLOTS 4
+
+/*
+ * Starts l->argv under a new shim. The rank gets descriptors 0 (/dev/null), 1 and 2 (the
+ * log) and no others, its user's uid, gid and groups when l->user says to switch, umask
+ * 022, and exactly l->envp as its environment. Returns 0 with the shim's and the rank's pids (the
  * rank pid is also its process group; it is -1 when the shim could not fork it and
  * records a launch failure instead), or -errno when no shim could be started.
  */

@@ -30,22 +30,34 @@ static void test_layers(const AgentInventory *inv) {
         setenv("HOME", "/home/agent", 1);
         setenv("PATH", "/agent/bin", 1);
         setenv("SECRET_OF_AGENT", "x", 1);
-        json_t *env = json_pack("{s:s, s:s, s:s, s:s}", "PATH", "/job/bin", "AXCTL_RANK", "3",
-                                "AXCTL_PROGRESS_FILE", "/job/tries/to/override", "A_B", "1");
-        RankEnvRequest req = { .env = env, .progress_path = "/state/ranks/1-1-3/progress" };
+        setenv("LANG", "C.UTF-8", 1);
+        setenv("LD_PRELOAD", "/agent/lib.so", 1);
+        setenv("CREDENTIALS_DIRECTORY", "/run/credentials/axagent.service", 1);
+        json_t *env = json_pack("{s:s, s:s, s:s, s:s, s:s}", "PATH", "/job/bin", "AXCTL_RANK",
+                                "3", "AXCTL_PROGRESS_FILE", "/job/tries/to/override", "A_B", "1",
+                                "USER", "mallory");
+        RankUser user = { .name = "alice", .home = "/home/alice", .shell = "/bin/bash" };
+        RankEnvRequest req = { .env = env, .progress_path = "/state/ranks/1-1-3/progress",
+                               .user = &user };
         char **envp = NULL;
         char *error = NULL;
         CHECK(agent_env_build(&req, inv, &envp, &error) == 0);
         CHECK(!error);
-        /* The job's PATH wins over the agent's; HOME is filled in. */
+        /* The job's PATH wins over the agent's; LANG is filled in. */
         CHECK(strcmp(envp_get(envp, "PATH"), "/job/bin") == 0);
-        CHECK(strcmp(envp_get(envp, "HOME"), "/home/agent") == 0);
+        CHECK(strcmp(envp_get(envp, "LANG"), "C.UTF-8") == 0);
+        /* Identity comes from the account the rank runs as, never from the agent or job. */
+        CHECK(strcmp(envp_get(envp, "HOME"), "/home/alice") == 0);
+        CHECK(strcmp(envp_get(envp, "USER"), "alice") == 0);
+        CHECK(strcmp(envp_get(envp, "LOGNAME"), "alice") == 0);
+        CHECK(strcmp(envp_get(envp, "SHELL"), "/bin/bash") == 0);
+        CHECK(!envp_get(envp, "LD_PRELOAD") && !envp_get(envp, "CREDENTIALS_DIRECTORY"));
         CHECK(strcmp(envp_get(envp, "AXCTL_RANK"), "3") == 0);
         /* The agent owns the progress file. */
         CHECK(strcmp(envp_get(envp, "AXCTL_PROGRESS_FILE"), "/state/ranks/1-1-3/progress") == 0);
         /* Nothing else leaks from the agent's environment. */
         CHECK(!envp_get(envp, "SECRET_OF_AGENT"));
-        /* Sorted by key: "A_B", "AXCTL_PROGRESS_FILE", "AXCTL_RANK", "HOME", "PATH". */
+        /* Sorted by key: "A_B", "AXCTL_PROGRESS_FILE", "AXCTL_RANK", "HOME", ... */
         for (size_t i = 1; envp[i]; i++) {
                 size_t a = strcspn(envp[i - 1], "="), b = strcspn(envp[i], "=");
                 int c = strncmp(envp[i - 1], envp[i], a < b ? a : b);
@@ -92,7 +104,7 @@ static void test_no_env(const AgentInventory *inv) {
         CHECK(agent_env_build(&req, inv, &envp, &error) == 0);
         CHECK(envp_get(envp, "AXCTL_PROGRESS_FILE"));
         CHECK(!envp_get(envp, "LANG"));
-        CHECK(envp_count(envp) >= 3); /* progress file, PATH, HOME */
+        CHECK(envp_count(envp) >= 2); /* progress file, PATH */
         agent_env_free(envp);
         json_decref(devices);
 }

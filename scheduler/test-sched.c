@@ -142,7 +142,7 @@ static void test_same_label(void) {
 #define MAX_RANKS 4
 
 static SchedNode cpu_nodes[MAX_NODES];
-static char cpu_names[MAX_NODES][8];
+static char cpu_names[MAX_NODES][16];
 
 /* n nodes of 4 cpus each. */
 static SchedNode *fleet4(int n) {

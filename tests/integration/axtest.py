@@ -44,18 +44,21 @@ SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 
 
-def _binary(var, relpath):
+def _binary(var, *relpaths):
     path = os.environ.get(var)
     if path:
         return path
     builddir = os.environ.get("AXTEST_BUILDDIR", os.path.join(SOURCE_ROOT, "build-tests"))
-    return os.path.join(builddir, relpath)
+    for rel in relpaths:
+        if os.access(os.path.join(builddir, rel), os.X_OK):
+            return os.path.join(builddir, rel)
+    return os.path.join(builddir, relpaths[0])
 
 
-AXCTLD = _binary("AXCTLD", "daemon/axctld")
+AXCTLD = _binary("AXCTLD", "axctld", "daemon/axctld")
 AXAGENT = _binary("AXAGENT", "agents/axagent")
 AXCTL = _binary("AXCTL", "cli/axctl")
-AXWORK = _binary("AXWORK", "tests/workload/axwork")
+AXWORK = _binary("AXWORK", "tests/axwork", "tests/workload/axwork")
 TOPOLOGIES_DIR = os.environ.get("TOPOLOGIES_DIR", os.path.join(SOURCE_ROOT, "tests", "topologies"))
 SHARED_TOPOLOGIES_DIR = os.environ.get("SHARED_TOPOLOGIES_DIR", "/work/shared/topologies")
 
@@ -385,6 +388,7 @@ class Daemon:
         self.proc = None
         self.starts = 0
         self.stopped = False
+        self.reader = None  # thread draining a captured stdout
 
     def start(self, capture_stdout=False):
         self.starts += 1
@@ -423,6 +427,14 @@ class Daemon:
             self.proc.kill()
         self.proc.wait(timeout=10)
         self.stopped = False
+        self._close_stdout()
+
+    def _close_stdout(self):
+        if self.reader is not None:
+            self.reader.join(5)
+            self.reader = None
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
     def terminate(self, timeout=10):
         """SIGTERM and wait for a clean exit; returns the exit status."""
@@ -431,10 +443,13 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.terminate()
         try:
-            return self.proc.wait(timeout=timeout * TIME_SCALE)
+            status = self.proc.wait(timeout=timeout * TIME_SCALE)
+            self._close_stdout()
+            return status
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+            self._close_stdout()
             raise AssertionError("%s did not exit within %ss of SIGTERM" % (self.name, timeout))
 
 
@@ -487,7 +502,6 @@ class Cluster:
         self.jobs_dir = os.path.join(self.tmp, "jobs")
         os.makedirs(self.jobs_dir)
         self._job_counter = 0
-        self._stdout_thread = None
         self.env = dict(os.environ)
         self.env["AXTEST_MARKER"] = self.marker
         self.env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
@@ -528,8 +542,8 @@ class Cluster:
                         result["url"] = line[line.index("http://"):].split()[0].rstrip("/")
                         found.set()
 
-        self._stdout_thread = threading.Thread(target=reader, daemon=True)
-        self._stdout_thread.start()
+        self.controller.reader = threading.Thread(target=reader, daemon=True)
+        self.controller.reader.start()
         deadline = time.monotonic() + timeout * TIME_SCALE
         while not found.wait(0.05):
             if proc.poll() is not None:
