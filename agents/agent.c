@@ -134,8 +134,11 @@ static char *agent_address_make(const char *listen, const char *hostname, uint16
 }
 
 int agent_new(const AgentConfig *cfg, Agent **ret) {
+        static const AgentUserPolicy default_users = { 0 };
         Agent *a = xcalloc(1, sizeof(*a));
         a->cfg = *cfg;
+        if (!a->cfg.users)
+                a->cfg.users = &default_users;
         a->sigfd = -1;
         a->lease_ms = AGENT_DEFAULT_LEASE_MS;
         a->sync_period_ms = AGENT_DEFAULT_SYNC_PERIOD_MS;
@@ -424,6 +427,7 @@ static void agent_rank_start(Agent *a, const DesiredRank *d) {
         Rank *r;
         int k = rank_table_start(a->ranks, &l, &r);
         agent_env_free(envp);
+        unsigned uid = (unsigned) (l.run_as ? user.uid : geteuid());
         rank_user_done(&user);
         if (k < 0) {
                 log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s",
@@ -436,8 +440,7 @@ static void agent_rank_start(Agent *a, const DesiredRank *d) {
                             error ? error : "see its log");
         else
                 log_info("Started rank %" PRId64 "/%" PRId64 "/%" PRId64 " as pid %d, uid %u",
-                         d->key.job, d->key.attempt, d->key.rank, (int) r->rank_pid,
-                         (unsigned) (l.run_as ? l.run_as->uid : geteuid()));
+                         d->key.job, d->key.attempt, d->key.rank, (int) r->rank_pid, uid);
         a->dirty = true;
 }
 

@@ -28,6 +28,15 @@
 
 /* How often a follow stream looks for new output. */
 #define FOLLOW_POLL_MS 100
+/*
+ * Every connection costs a thread, so their number is bounded, per client address too,
+ * and a client that sends nothing (a slow or stuck request, a reader that stopped
+ * reading) is dropped after a while. Follow streams of a quiet rank are not idle in this
+ * sense: their thread waits in the content reader, not on the client.
+ */
+#define LOGSERVER_MAX_CONNECTIONS 64
+#define LOGSERVER_MAX_PER_CLIENT 16
+#define LOGSERVER_IDLE_TIMEOUT_S 60
 
 struct AgentLogServer {
         struct MHD_Daemon *daemon;
@@ -238,8 +247,12 @@ int agent_logserver_start(const char *listen_addr, const char *state_dir,
                          MHD_USE_POLL;
         if (ai->ai_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
-        s->daemon = MHD_start_daemon(flags, port, NULL, NULL, log_handle, s,
-                                     MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_END);
+        s->daemon = MHD_start_daemon(
+                flags, port, NULL, NULL, log_handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned) LOGSERVER_MAX_CONNECTIONS,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned) LOGSERVER_MAX_PER_CLIENT,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) LOGSERVER_IDLE_TIMEOUT_S,
+                MHD_OPTION_END);
         freeaddrinfo(ai);
         if (!s->daemon) {
                 free(s->state_dir);

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "log.h"
 #include "logserver.h"
+#include "token.h"
 #include "util.h"
 
 #define DEFAULT_CONFIG "/etc/axctl/axagent.conf"
@@ -45,6 +46,21 @@ static const char usage[] =
         "  --kill-grace-ms MS          SIGTERM to SIGKILL delay when stopping ranks\n"
         "                              (default 3000)\n"
         "  --log-level LEVEL           error, warning, info (default) or debug\n"
+        "\n"
+        "Security (see docs/SECURITY.md):\n"
+        "  --token-file PATH           bearer token for the controller (role agent, bound\n"
+        "                              to this node); must be private to its owner\n"
+        "                              (chmod 600); read once at start\n"
+        "  --ca-file PATH              CA certificates to verify an https controller with\n"
+        "  --allow-users LIST          accounts ranks may run as when the agent is root:\n"
+        "                              comma-separated names, or '*' for any but root\n"
+        "                              (default: regular accounts, uid >= 1000)\n"
+        "  --allow-root[=yes|no]       let ranks run as root (default: refused)\n"
+        "  --default-user NAME         account for jobs whose user is not a local account\n"
+        "                              or that name no user (default: refuse them)\n"
+        "  --strict-user[=yes|no]      an agent that is not root refuses jobs of any user\n"
+        "                              but its own (default: runs them as itself)\n"
+        "A rank refused by this policy exits with code 126 and says why in its log.\n"
         "  --help                      show this text\n"
         "\n"
         "Every option but --config and --help is also a key of the configuration file,\n"
@@ -64,6 +80,12 @@ enum {
         OPT_PROFILE_DIR,
         OPT_KILL_GRACE,
         OPT_LOG_LEVEL,
+        OPT_TOKEN_FILE,
+        OPT_CA_FILE,
+        OPT_ALLOW_USERS,
+        OPT_ALLOW_ROOT,
+        OPT_DEFAULT_USER,
+        OPT_STRICT_USER,
         OPT_CONFIG,
         OPT_HELP,
 };
@@ -82,6 +104,13 @@ static const struct option options[] = {
         { "profile-dir", required_argument, NULL, OPT_PROFILE_DIR },
         { "kill-grace-ms", required_argument, NULL, OPT_KILL_GRACE },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+        { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+        { "ca-file", required_argument, NULL, OPT_CA_FILE },
+        { "allow-users", required_argument, NULL, OPT_ALLOW_USERS },
+        /* Optional values so that a configuration file can say allow_root = yes. */
+        { "allow-root", optional_argument, NULL, OPT_ALLOW_ROOT },
+        { "default-user", required_argument, NULL, OPT_DEFAULT_USER },
+        { "strict-user", optional_argument, NULL, OPT_STRICT_USER },
         { "config", required_argument, NULL, OPT_CONFIG },
         { "help", no_argument, NULL, OPT_HELP },
         {},
@@ -93,6 +122,8 @@ static const char *const flag_only[] = { "config", NULL };
 typedef struct Settings {
         char *controller, *node, *state_dir, *topology, *dev_root, *sys_root, *listen;
         char *health_cmd, *profile_dir;
+        char *token_file, *ca_file;
+        AgentUserPolicy users;
         json_t *labels;
         int64_t health_interval_ms;
         int64_t kill_grace_ms;
@@ -102,9 +133,10 @@ typedef struct Settings {
 static void settings_done(Settings *s) {
         char **strings[] = { &s->controller, &s->node,   &s->state_dir,  &s->topology,
                              &s->dev_root,   &s->sys_root, &s->listen,  &s->health_cmd,
-                             &s->profile_dir };
+                             &s->profile_dir, &s->token_file, &s->ca_file };
         for (size_t i = 0; i < ELEMENTSOF(strings); i++)
                 free(*strings[i]);
+        agent_user_policy_done(&s->users);
         json_decref(s->labels);
 }
 
@@ -143,6 +175,27 @@ static bool ms_parse(const char *s, int64_t min, int64_t *ret) {
                 return false;
         *ret = v;
         return true;
+}
+
+/* A flag given bare means yes; files and --flag=VALUE spell it out. */
+static bool bool_parse(const char *s, bool *ret) {
+        static const char *const yes[] = { "yes", "true", "on", "1" };
+        static const char *const no[] = { "no", "false", "off", "0" };
+        if (!s) {
+                *ret = true;
+                return true;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+                if (strcmp(s, yes[i]) == 0) {
+                        *ret = true;
+                        return true;
+                }
+                if (strcmp(s, no[i]) == 0) {
+                        *ret = false;
+                        return true;
+                }
+        }
+        return false;
 }
 
 static void string_set(char **field, const char *value) {
@@ -214,6 +267,37 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                         return -EINVAL;
                 }
                 break;
+        case OPT_TOKEN_FILE:
+                string_set(&s->token_file, value);
+                break;
+        case OPT_CA_FILE:
+                string_set(&s->ca_file, value);
+                break;
+        case OPT_ALLOW_USERS:
+                if (agent_user_policy_set_allow(&s->users, value) < 0) {
+                        *ret_reason = "needs '*' or account names separated by commas";
+                        return -EINVAL;
+                }
+                break;
+        case OPT_ALLOW_ROOT:
+                if (!bool_parse(value, &s->users.allow_root)) {
+                        *ret_reason = "takes yes or no";
+                        return -EINVAL;
+                }
+                break;
+        case OPT_DEFAULT_USER:
+                if (!agent_user_name_valid(value)) {
+                        *ret_reason = "needs an account name";
+                        return -EINVAL;
+                }
+                string_set(&s->users.default_user, value);
+                break;
+        case OPT_STRICT_USER:
+                if (!bool_parse(value, &s->users.strict)) {
+                        *ret_reason = "takes yes or no";
+                        return -EINVAL;
+                }
+                break;
         case OPT_LOG_LEVEL:
                 s->level = log_level_from_string(value);
                 if (s->level == _LOG_LEVEL_INVALID) {
@@ -281,7 +365,8 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
                         const struct option *o = options;
                         while (o->name && o->val != opts[i])
                                 o++;
-                        die_usage("--%s %s, not \"%s\"", o->name, reason, args[i]);
+                        die_usage("--%s %s, not \"%s\"", o->name, reason,
+                                  args[i] ? args[i] : "");
                 }
         }
 
@@ -333,6 +418,43 @@ int main(int argc, char **argv) {
                 return 1;
         }
 
+        /*
+         * Read once, now: the agent may drop access to the file later, and a token that
+         * changed under a running agent would be a surprise. A file others could read is
+         * a configuration error (exit 2), like any other.
+         */
+        char *token = NULL;
+        if (s.token_file) {
+                _cleanup_free_ char *error = NULL;
+                if (token_file_read(s.token_file, &token, &error) < 0) {
+                        fprintf(stderr, "axagent: --token-file: %s\n", error);
+                        curl_global_cleanup();
+                        settings_done(&s);
+                        return 2;
+                }
+                log_info("Authenticating to the controller with the token in %s",
+                         s.token_file);
+        }
+        if (s.ca_file && access(s.ca_file, R_OK) < 0) {
+                fprintf(stderr, "axagent: --ca-file: cannot read %s: %s\n", s.ca_file,
+                        strerror(errno));
+                token_free_secret(token);
+                curl_global_cleanup();
+                settings_done(&s);
+                return 2;
+        }
+        if (geteuid() == 0)
+                log_info("Ranks run as %s%s%s; root %s",
+                         s.users.allow_any ? "any account" :
+                         s.users.allow ? "the listed accounts" : "regular accounts (uid >= 1000)",
+                         s.users.default_user ? ", unknown users as " : "",
+                         s.users.default_user ? s.users.default_user : "",
+                         s.users.allow_root ? "allowed" : "refused");
+        else
+                log_info("Not running as root: ranks run as this agent's user (uid %u)%s",
+                         (unsigned) geteuid(),
+                         s.users.strict ? ", jobs of other users are refused" : "");
+
         AgentConfig cfg = {
                 .controller = s.controller,
                 .node = s.node,
@@ -346,6 +468,9 @@ int main(int argc, char **argv) {
                 .health_interval_ms = s.health_interval_ms,
                 .profile_dir = s.profile_dir,
                 .kill_grace_ms = s.kill_grace_ms,
+                .token = token,
+                .ca_file = s.ca_file,
+                .users = &s.users,
         };
         Agent *agent;
         int r = agent_new(&cfg, &agent);
@@ -353,6 +478,7 @@ int main(int argc, char **argv) {
                 r = agent_run(agent);
                 agent_free(agent);
         }
+        token_free_secret(token);
         curl_global_cleanup();
         settings_done(&s);
         return r < 0 ? 1 : 0;

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Node operations with the real binaries: drain (with and without moving jobs),
+undrain, quarantine after repeated blame, and the events and status a person reads."""
+
+import unittest
+
+import axtest
+
+
+def node_state(c, name):
+    return {n["name"]: n for n in c.nodes()}[name]
+
+
+class NodesTest(axtest.ClusterTestCase):
+    def test_drain_now_moves_the_job_without_spending_budget(self):
+        c = self.start_cluster(3, controller_args=["--quarantine-after", "0"])
+        job = c.work_job("move", ranks=2, ranks_per_node=1, steps=120, step_ms=25,
+                         checkpoint_every=10)
+        job.id = c.submit(job.spec)["id"]
+        ranks = c.wait_running(job.id)
+        victim = ranks[0]["node"]
+        axtest.wait_for(lambda: job.committed_steps(), 20, "a first checkpoint")
+
+        p = c.cli("drain", victim, "--now")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # The gang restarts without the drained node and finishes with the right value.
+        ranks2 = c.wait_running(job.id, attempt=2, timeout=30)
+        self.assertNotIn(victim, {r["node"] for r in ranks2})
+        axtest.wait_for(lambda: node_state(c, victim)["state"] == "drained", 20,
+                        "%s drained" % victim)
+        view = self.assert_succeeded_with_value(c, job, timeout=60)
+        self.assertEqual(view["restarts"], 0)
+        self.assertEqual(view["attempts"][0]["end_reason"], "drained")
+        axtest.check_no_overlap(job.entries())
+
+        p = c.cli("undrain", victim)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(node_state(c, victim)["state"], "ready")
+
+    def test_drain_lets_running_jobs_finish_and_places_nothing_new(self):
+        c = self.start_cluster(2, controller_args=["--quarantine-after", "0"])
+        job = c.work_job("stay", ranks=1, steps=60, step_ms=25)
+        job.id = c.submit(job.spec)["id"]
+        node = c.wait_running(job.id)[0]["node"]
+        self.assertEqual(c.cli("drain", node).returncode, 0)
+        self.assertEqual(node_state(c, node)["state"], "draining")
+        other = c.work_job("other", ranks=1, steps=5, step_ms=10)
+        other.id = c.submit(other.spec)["id"]
+        view = self.assert_succeeded_with_value(c, other, timeout=30)
+        self.assertNotEqual(view["ranks"][0]["node"], node)
+        # The draining node's job is not disturbed.
+        view = self.assert_succeeded_with_value(c, job, timeout=60)
+        self.assertEqual(view["attempt"], 1)
+        axtest.wait_for(lambda: node_state(c, node)["state"] == "drained", 20, "drained")
+
+    def test_repeated_blame_quarantines_the_node(self):
+        c = self.start_cluster(1, controller_args=["--quarantine-after", "2"])
+        # Every attempt crashes at step 3: each failure blames the only node.
+        job = c.work_job("crashy", ranks=1, steps=50, step_ms=10, checkpoint_every=0,
+                         args=["--crash-at", "3"],
+                         restart={"max_restarts": 10, "backoff_max_s": 0})
+        job.id = c.submit(job.spec)["id"]
+        node = axtest.wait_for(lambda: (lambda n: n if n["state"] == "quarantined" else None)(
+            node_state(c, "n1")), 30, "n1 quarantined")
+        self.assertIn("blamed", node["reason"])
+        attempts = c.job(job.id)["attempt"]
+        self.assertEqual(attempts, 2)
+        # Nothing is placed on a quarantined node: the job waits.
+        view = c.job(job.id)
+        self.assertIn(view["state"], ("restarting", "pending"))
+        p = c.cli("nodes")
+        self.assertIn("quarantined", p.stdout)
+        # An operator clears it; the job runs again (and crashes again: budget spent).
+        self.assertEqual(c.cli("undrain", "n1").returncode, 0)
+        axtest.wait_for(lambda: c.job(job.id)["attempt"] >= 3, 20, "a third attempt")
+
+    def test_status_and_events_tell_the_story(self):
+        c = self.start_cluster(2, controller_args=["--quarantine-after", "0"])
+        job = c.work_job("story", ranks=2, ranks_per_node=1, steps=40, step_ms=20,
+                         checkpoint_every=5, args=["--exit-at", "12:9@1", "--fault-rank", "1"])
+        job.id = c.submit(job.spec)["id"]
+        view = self.assert_succeeded_with_value(c, job, timeout=60)
+        blamed = view["attempts"][0]["blamed_node"]
+        self.assertTrue(blamed)
+        p = c.cli("status", job.id)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for text in ("succeeded", "rank_exit", blamed, "checkpoint"):
+            self.assertIn(text, p.stdout)
+        p = c.cli("events", job.id)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for kind in ("job_submitted", "attempt_started", "rank_exit", "attempt_ended",
+                     "checkpoint", "job_state"):
+            self.assertIn(kind, p.stdout)
+        self.assertIn("exited with code 9", p.stdout)
+        p = c.cli("--json", "events", job.id)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_metrics_count_what_happened(self):
+        c = self.start_cluster(1, controller_args=["--quarantine-after", "0"])
+        job = c.work_job("metric", ranks=1, steps=20, step_ms=10, checkpoint_every=5,
+                         args=["--crash-at", "8@1"])
+        job.id = c.submit(job.spec)["id"]
+        self.assert_succeeded_with_value(c, job, timeout=60)
+        status, raw, _ = c.api("GET", "/metrics")
+        self.assertEqual(status, 200)
+        text = raw if isinstance(raw, str) else raw.decode()
+        self.assertIn('axctl_jobs{state="succeeded"} 1', text)
+        self.assertIn('axctl_restarts_total{reason="rank_exit"} 1', text)
+        self.assertIn("axctl_recovery_seconds_count 1", text)
+        self.assertIn('axctl_nodes{state="ready"} 1', text)
+        self.assertIn('route="POST /v1/jobs",code="2xx"', text)
+        self.assertIn("axctl_db_commit_seconds_bucket", text)
+
+
+if __name__ == "__main__":
+    missing = axtest.missing_binaries()
+    if missing:
+        print("skipping: not built: %s" % ", ".join(missing))
+        raise SystemExit(77)
+    unittest.main(verbosity=2)
