@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "log.h"
@@ -24,6 +26,8 @@
 extern const char api_openapi_json[];
 
 #define API_MAX_BODY (1024 * 1024)
+#define API_MAX_PER_IP 256
+#define API_MAX_JSON_DEPTH 32
 
 typedef struct Request Request;
 
@@ -34,6 +38,7 @@ struct Request {
         struct MHD_Connection *connection;
         ApiRoute route;
         int64_t started_us;
+        TokenIdentity who; /* when authentication is on */
         /* A prepared answer, queued when the connection is resumed. */
         unsigned status;
         char *answer;
@@ -51,6 +56,7 @@ struct Request {
 struct Api {
         Controller *ctl;
         struct MHD_Daemon *mhd;
+        bool auth; /* bearer tokens required (ApiOptions) */
         Request *waiting; /* suspended: for commit or for a node change */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
@@ -124,9 +130,39 @@ static int64_t query_int(struct MHD_Connection *con, const char *key, int64_t de
         return v;
 }
 
+/*
+ * Whether JSON text nests at most max levels. jansson's own limit is 2048, far deeper
+ * than any spec or report needs, and a deep document costs recursion and memory.
+ */
+static bool json_depth_ok(const char *text, size_t len, int max) {
+        int depth = 0;
+        bool in_string = false;
+        for (size_t i = 0; i < len; i++) {
+                char c = text[i];
+                if (in_string) {
+                        if (c == '\\')
+                                i++;
+                        else if (c == '"')
+                                in_string = false;
+                } else if (c == '"')
+                        in_string = true;
+                else if (c == '{' || c == '[') {
+                        if (++depth > max)
+                                return false;
+                } else if (c == '}' || c == ']')
+                        depth--;
+        }
+        return true;
+}
+
 static json_t *parse_body(Request *req) {
         if (!req->body || req->len == 0) {
                 request_set_error(req, 400, "bad_json", NULL, "the request needs a JSON body");
+                return NULL;
+        }
+        if (!json_depth_ok(req->body, req->len, API_MAX_JSON_DEPTH)) {
+                request_set_error(req, 400, "bad_json", NULL,
+                                  "the JSON nests deeper than 32 levels");
                 return NULL;
         }
         json_error_t jerr;
@@ -160,7 +196,21 @@ static int64_t parse_id(const char *s, size_t len) {
         return v > 0 ? v : -1;
 }
 
+/* With authentication on, a user sees and acts on the jobs of its projects only. */
+static bool may_see_project(const Api *api, const Request *req, const char *project) {
+        return !api->auth || token_identity_has_project(&req->who, project);
+}
+
+static void request_set_forbidden(Request *req, const char *what) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "token %s (%s) may not %s", req->who.name ? req->who.name : "?",
+                 token_role_to_string(req->who.role) ?: "?", what);
+        request_set_error(req, 403, "forbidden", NULL, msg);
+}
+
 typedef struct ListCtx {
+        const Api *api;
+        const Request *req;
         json_t *jobs;
         Controller *ctl;
         int limit;
@@ -170,6 +220,8 @@ typedef struct ListCtx {
 
 static bool list_one(void *userdata, Job *job) {
         ListCtx *c = userdata;
+        if (!may_see_project(c->api, c->req, job->spec->project))
+                return true;
         if ((int) json_array_size(c->jobs) == c->limit) {
                 c->more = true;
                 return false;
@@ -196,19 +248,33 @@ static void handle_jobs_list(Api *api, Request *req, struct MHD_Connection *con)
                 request_set_error(req, 400, "bad_request", "after", "after must be a job id");
                 return;
         }
-        ListCtx c = {.jobs = json_array(), .ctl = api->ctl, .limit = (int) limit};
-        ctl_jobs_foreach(api->ctl, after, state, query(con, "project"), list_one, &c);
+        const char *project = query(con, "project");
+        if (project && !may_see_project(api, req, project)) {
+                request_set_forbidden(req, "list the jobs of that project");
+                return;
+        }
+        ListCtx c = {.api = api, .req = req, .jobs = json_array(), .ctl = api->ctl,
+                     .limit = (int) limit};
+        ctl_jobs_foreach(api->ctl, after, state, project, list_one, &c);
         request_set_answer(req, 200,
                            json_pack("{s:o,s:o}", "jobs", c.jobs, "next_after",
                                      c.more ? json_integer(c.last_id) : json_null()));
 }
 
 typedef struct EventCtx {
+        const Api *api;
+        const Request *req;
         json_t *events;
 } EventCtx;
 
 static int event_one(void *userdata, const StoreEvent *e) {
         EventCtx *c = userdata;
+        if (c->api->auth && c->req->who.role != TOKEN_ROLE_ADMIN) {
+                /* Users see the events of their projects' jobs, not the fleet's. */
+                Job *job = e->job > 0 ? ctl_job_find(c->api->ctl, e->job) : NULL;
+                if (!job || !may_see_project(c->api, c->req, job->spec->project))
+                        return 0;
+        }
         json_array_append_new(c->events, view_event(e));
         return 0;
 }
@@ -220,7 +286,7 @@ static void handle_events(Api *api, Request *req, struct MHD_Connection *con, in
                                   "after must be a sequence number, limit 1 to 10000");
                 return;
         }
-        EventCtx c = {.events = json_array()};
+        EventCtx c = {.api = api, .req = req, .events = json_array()};
         if (ctl_events_list(api->ctl, job, after, (int) limit, event_one, &c) < 0) {
                 json_decref(c.events);
                 request_set_error(req, 500, "internal", NULL, "cannot read events");
@@ -264,6 +330,10 @@ static void route_job(Api *api, Request *req, struct MHD_Connection *con, ApiRou
                 char msg[200];
                 snprintf(msg, sizeof(msg), "job %.100s does not exist", id_text);
                 request_set_error(req, 404, "not_found", NULL, msg);
+                return;
+        }
+        if (!may_see_project(api, req, job->spec->project)) {
+                request_set_forbidden(req, "use the jobs of that project");
                 return;
         }
         CtlError err = {0};
@@ -326,6 +396,25 @@ static void handle_submit(Api *api, Request *req, struct MHD_Connection *con) {
                                   "the Idempotency-Key header must be 1 to 256 bytes");
                 return;
         }
+        if (api->auth && req->who.role == TOKEN_ROLE_USER && json_is_object(spec)) {
+                /* A user submits as itself, into its own projects. The spec parser
+                 * checks the types; here only the identity matters. */
+                json_t *user = json_object_get(spec, "user");
+                if (!user)
+                        json_object_set_new(spec, "user", json_string(req->who.name));
+                else if (!json_is_string(user) || strcmp(json_string_value(user), req->who.name) != 0) {
+                        json_decref(spec);
+                        request_set_forbidden(req, "submit as another user");
+                        return;
+                }
+                json_t *project = json_object_get(spec, "project");
+                const char *p = json_is_string(project) ? json_string_value(project) : "default";
+                if (!may_see_project(api, req, p)) {
+                        json_decref(spec);
+                        request_set_forbidden(req, "submit to that project");
+                        return;
+                }
+        }
         Job *job = NULL;
         bool created = false;
         CtlError err = {0};
@@ -347,6 +436,9 @@ static void handle_register(Api *api, Request *req) {
         CtlError err = {0};
         if (wire_register_parse(j, &msg, &jerr) < 0)
                 request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
+        else if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
+                 !util_streq_ptr(req->who.node, msg.node))
+                request_set_forbidden(req, "register another node");
         else if (ctl_node_register(api->ctl, &msg, &node, &err) < 0)
                 request_set_ctl_error(req, &err);
         else
@@ -376,7 +468,11 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
         bool wait = false;
         if (wire_sync_parse(j, &msg, &jerr) < 0)
                 request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
-        else {
+        else if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
+                 !util_streq_ptr(req->who.node, msg.node)) {
+                request_set_forbidden(req, "sync for another node");
+                wire_sync_clear(&msg);
+        } else {
                 if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0)
                         request_set_ctl_error(req, &err);
                 else if (wait_ms > 0 && node->version == (uint64_t) version) {
@@ -457,6 +553,47 @@ static void handle_healthz(Api *api, Request *req) {
                                                jobs, "ready_nodes", nodes));
 }
 
+/* Which role may use which route; projects and nodes are checked by the handlers. */
+static bool role_allowed(TokenRole role, ApiRoute r) {
+        bool agent_route = r == ROUTE_AGENT_REGISTER || r == ROUTE_AGENT_SYNC;
+        switch (role) {
+        case TOKEN_ROLE_ADMIN:
+                return true;
+        case TOKEN_ROLE_AGENT:
+                return agent_route;
+        case TOKEN_ROLE_USER:
+                return !agent_route && r != ROUTE_NODE_DRAIN && r != ROUTE_NODE_UNDRAIN;
+        default:
+                return false;
+        }
+}
+
+/* Sets req->who from the bearer token; false (with the answer set) when refused. */
+static bool authenticate(Api *api, Request *req, struct MHD_Connection *con, ApiRoute r) {
+        const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+        if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
+                request_set_error(req, 401, "unauthorized", NULL,
+                                  "this controller needs a bearer token (Authorization: Bearer ...)");
+                return false;
+        }
+        int k = ctl_token_identify(api->ctl, h + 7, &req->who);
+        if (k == -EACCES) {
+                request_set_error(req, 401, "unauthorized", NULL, "unknown or revoked token");
+                return false;
+        }
+        if (k < 0) {
+                request_set_error(req, 500, "internal", NULL, "cannot check the token");
+                return false;
+        }
+        if (!role_allowed(req->who.role, r)) {
+                char what[160];
+                snprintf(what, sizeof(what), "use %s %s", api_routes[r].method, api_routes[r].path);
+                request_set_forbidden(req, what);
+                return false;
+        }
+        return true;
+}
+
 /* Routes one complete request; returns true when the answer must wait for a node change. */
 static bool route(Api *api, Request *req, struct MHD_Connection *con, const char *method,
                   const char *url) {
@@ -476,6 +613,8 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 request_set_error(req, 413, "too_large", NULL, "the request body is over 1 MiB");
                 return false;
         }
+        if (api->auth && r != ROUTE_HEALTHZ && !authenticate(api, req, con, r))
+                return false;
         switch (r) {
         case ROUTE_HEALTHZ:
                 handle_healthz(api, req);
@@ -539,6 +678,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         if (!req) {
                 req = xcalloc(1, sizeof(Request));
                 req->route = ROUTE_NOT_FOUND;
+                req->who.role = _TOKEN_ROLE_INVALID;
                 req->started_us = now_us();
                 *con_cls = req;
                 return MHD_YES;
@@ -579,6 +719,7 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         free(req->answer);
         free(req->location_buf);
         free(req->wait_node);
+        token_identity_clear(&req->who);
         free(req);
         *con_cls = NULL;
 }
@@ -592,18 +733,44 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("http: %s", buf);
 }
 
-int api_new(Controller *ctl, int listen_fd, Api **ret) {
+int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         Api *api = xcalloc(1, sizeof(Api));
         api->ctl = ctl;
+        api->auth = opts->auth;
         for (int r = 0; r <= _ROUTE_MAX; r++)
                 histogram_init_latency(&api->latency[r]);
-        api->mhd = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                on_request, api, MHD_OPTION_LISTEN_SOCKET, listen_fd,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, api, MHD_OPTION_CONNECTION_TIMEOUT,
-                (unsigned) 120, MHD_OPTION_CONNECTION_LIMIT, (unsigned) 4000,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) 64 * 1024,
-                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+        /*
+         * Slow or half-open clients cannot hold the server: idle connections close after
+         * 30 s, one address holds at most API_MAX_PER_IP, and the total stays below the
+         * fd limit so the database and the listening socket always have descriptors.
+         */
+        struct rlimit rl;
+        unsigned limit = 4000;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            rl.rlim_cur < limit + 64)
+                limit = rl.rlim_cur > 128 ? (unsigned) rl.rlim_cur - 64 : 64;
+        struct MHD_OptionItem items[] = {
+                {MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL},
+                {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, api},
+                {MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL},
+                {MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
+                {MHD_OPTION_PER_IP_CONNECTION_LIMIT, API_MAX_PER_IP, NULL},
+                {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL},
+                {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t) on_mhd_log, NULL},
+                {MHD_OPTION_END, 0, NULL}, /* TLS options go here */
+                {MHD_OPTION_END, 0, NULL},
+                {MHD_OPTION_END, 0, NULL},
+        };
+        unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+        if (opts->tls_cert_pem && opts->tls_key_pem) {
+                flags |= MHD_USE_TLS;
+                items[7] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
+                                                   (void *) opts->tls_cert_pem};
+                items[8] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
+                                                   (void *) opts->tls_key_pem};
+        }
+        api->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, api, MHD_OPTION_ARRAY,
+                                    items, MHD_OPTION_END);
         if (!api->mhd) {
                 free(api);
                 return -EIO;

@@ -7,14 +7,21 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "controller.h"
 
 typedef struct Api Api;
 
+typedef struct ApiOptions {
+        bool auth; /* every route but /healthz needs a bearer token (docs/SECURITY.md) */
+        const char *tls_cert_pem; /* both set: serve HTTPS */
+        const char *tls_key_pem;
+} ApiOptions;
+
 /* Serves on listen_fd (already bound and listening; the Api owns it). 0 or -errno. */
-int api_new(Controller *ctl, int listen_fd, Api **ret);
+int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret);
 Api *api_free(Api *api);
 /* The fd to watch for readability (libmicrohttpd's epoll set). */
 int api_fd(Api *api);

@@ -979,3 +979,34 @@ void ctl_counts(Controller *ctl, int *ret_jobs_active, int *ret_nodes_ready) {
         *ret_jobs_active = ctl->n_active;
         *ret_nodes_ready = ready;
 }
+
+static int token_found(void *userdata, const StoreToken *t) {
+        TokenIdentity *id = userdata;
+        json_error_t jerr;
+        id->role = token_role_from_string(t->role);
+        id->name = xstrdup(t->name);
+        id->projects = json_loads(t->projects ? t->projects : "[]", 0, &jerr);
+        if (!json_is_array(id->projects)) {
+                json_decref(id->projects);
+                id->projects = json_array();
+        }
+        id->node = t->node ? xstrdup(t->node) : NULL;
+        return 0;
+}
+
+int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret) {
+        char hash[TOKEN_HASH_HEX];
+        *ret = (TokenIdentity){.role = _TOKEN_ROLE_INVALID};
+        int r = token_hash(token, hash);
+        if (r < 0)
+                return r;
+        /* The table is the truth, so `axctld token revoke` takes effect at once. */
+        r = store_token_find(ctl->store, hash, token_found, ret);
+        if (r < 0)
+                return r;
+        if (ret->role == _TOKEN_ROLE_INVALID) {
+                token_identity_clear(ret);
+                return -EACCES;
+        }
+        return 0;
+}

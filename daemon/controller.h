@@ -17,6 +17,7 @@
 
 #include "model.h"
 #include "store.h"
+#include "tokens.h"
 #include "wire.h"
 
 typedef struct Controller Controller;
@@ -91,6 +92,10 @@ void ctl_metrics_write(Controller *ctl, FILE *f);
 int ctl_quota_reload(Controller *ctl, char **ret_error);
 /* The quota view: per project, its share and use of each resource kind (new reference). */
 json_t *ctl_quota_view(Controller *ctl);
+
+/* Looks up a bearer token (by its hash). 0 with *ret filled, -EACCES when it is unknown
+ * or revoked, other -errno on failure. */
+int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret);
 
 /* Counts for /healthz and status lines. */
 void ctl_counts(Controller *ctl, int *ret_jobs_active, int *ret_nodes_ready);

@@ -25,6 +25,7 @@
 #include "config.h"
 #include "controller.h"
 #include "log.h"
+#include "tokens.h"
 #include "util.h"
 
 #define DEFAULT_CONFIG "/etc/axctl/axctld.conf"
@@ -46,6 +47,9 @@ static void usage(FILE *f) {
               "  --sync-period-ms N      agent sync period (default 1000)\n"
               "  --quarantine-after N    blames that quarantine a node (default 3, 0 = never)\n"
               "  --quarantine-window-s N window for those blames (default 3600)\n"
+              "  --auth                  require bearer tokens (see axctld token --help)\n"
+              "  --tls-cert PATH         serve HTTPS with this PEM certificate (chain)...\n"
+              "  --tls-key PATH          ...and this PEM private key\n"
               "  --quota-file PATH       project quotas for the scheduler (default: none,\n"
               "                          equal shares); re-read on SIGHUP\n"
               "  --log-level LEVEL       error, warning, info or debug (default info)\n"
@@ -66,6 +70,9 @@ enum {
         OPT_QUARANTINE_WINDOW_S,
         OPT_LOG_LEVEL,
         OPT_QUOTA_FILE,
+        OPT_AUTH,
+        OPT_TLS_CERT,
+        OPT_TLS_KEY,
         OPT_CONFIG,
 };
 
@@ -79,6 +86,9 @@ static const struct option options[] = {
         {"quarantine-window-s", required_argument, NULL, OPT_QUARANTINE_WINDOW_S},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"quota-file", required_argument, NULL, OPT_QUOTA_FILE},
+        {"auth", optional_argument, NULL, OPT_AUTH},
+        {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+        {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"config", required_argument, NULL, OPT_CONFIG},
         {"help", no_argument, NULL, 'h'},
         {},
@@ -91,6 +101,8 @@ typedef struct Settings {
         char *listen;
         char *db_path;
         char *quota_path;
+        bool auth;
+        char *tls_cert, *tls_key;
         CtlConfig ctl;
         LogLevel level;
 } Settings;
@@ -167,6 +179,26 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 }
                 s->ctl.quarantine_window_ms = v * 1000;
                 return 0;
+        case OPT_AUTH:
+                /* "--auth" alone, or "auth = true|false" in the file. */
+                if (!value || strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 ||
+                    strcmp(value, "1") == 0)
+                        s->auth = true;
+                else if (strcmp(value, "false") == 0 || strcmp(value, "no") == 0 ||
+                         strcmp(value, "0") == 0)
+                        s->auth = false;
+                else {
+                        *ret_reason = "needs true or false";
+                        return -EINVAL;
+                }
+                return 0;
+        case OPT_TLS_CERT:
+        case OPT_TLS_KEY: {
+                char **dst = opt == OPT_TLS_CERT ? &s->tls_cert : &s->tls_key;
+                free(*dst);
+                *dst = *value ? xstrdup(value) : NULL;
+                return 0;
+        }
         case OPT_QUOTA_FILE:
                 free(s->quota_path);
                 s->quota_path = *value ? xstrdup(value) : NULL;
@@ -309,6 +341,8 @@ static int listen_on(const char *address, int *ret_port) {
 }
 
 int main(int argc, char **argv) {
+        if (argc > 1 && strcmp(argv[1], "token") == 0)
+                return token_command(argc - 1, argv + 1);
         Settings settings = {
                 .listen = xstrdup("127.0.0.1:8470"),
                 .db_path = xstrdup("axctld.db"),
@@ -377,8 +411,27 @@ int main(int argc, char **argv) {
                 ctl_free(ctl);
                 return 1;
         }
+        _cleanup_free_ char *cert_pem = NULL, *key_pem = NULL;
+        if (!!settings.tls_cert != !!settings.tls_key) {
+                fprintf(stderr, "axctld: --tls-cert and --tls-key go together\n");
+                ctl_free(ctl);
+                return 2;
+        }
+        if (settings.tls_cert && ((r = util_read_file(settings.tls_cert, &cert_pem, NULL)) < 0 ||
+                                  (r = util_read_file(settings.tls_key, &key_pem, NULL)) < 0)) {
+                fprintf(stderr, "axctld: cannot read the TLS certificate or key: %s\n",
+                        strerror(-r));
+                ctl_free(ctl);
+                return 2;
+        }
+        if (!settings.auth)
+                log_warning("authentication is off: whoever reaches %s can run programs on every "
+                            "node (see --auth)",
+                            listen_addr);
+        ApiOptions api_opts = {.auth = settings.auth, .tls_cert_pem = cert_pem,
+                               .tls_key_pem = key_pem};
         Api *api = NULL;
-        if ((r = api_new(ctl, lfd, &api)) < 0) {
+        if ((r = api_new(ctl, lfd, &api_opts, &api)) < 0) {
                 log_error("cannot start the HTTP server");
                 ctl_free(ctl);
                 return 1;
@@ -408,7 +461,7 @@ int main(int argc, char **argv) {
                 free(host);
                 host = xstrdup(buf);
         }
-        printf("listening on http://%s:%d\n", host, port);
+        printf("listening on %s://%s:%d\n", cert_pem ? "https" : "http", host, port);
         fflush(stdout);
         log_info("serving on %s:%d, state in %s", host, port, cfg.db_path);
 
@@ -489,5 +542,7 @@ int main(int argc, char **argv) {
         free(settings.listen);
         free(settings.db_path);
         free(settings.quota_path);
+        free(settings.tls_cert);
+        free(settings.tls_key);
         return r < 0 ? 1 : 0;
 }

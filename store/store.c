@@ -48,6 +48,11 @@ static const char *const migrations[] = {
         /* 2: quota tiers, and when a job last entered the queue (for aging) */
         "ALTER TABLE job ADD COLUMN tier INTEGER NOT NULL DEFAULT 0;"
         "ALTER TABLE job ADD COLUMN queued_ms INTEGER;",
+        /* 3: API tokens, only their SHA-256 hashes */
+        "CREATE TABLE token ("
+        "  name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, role TEXT NOT NULL,"
+        "  projects TEXT NOT NULL, node TEXT, created_ms INTEGER NOT NULL,"
+        "  revoked_ms INTEGER);",
 };
 
 enum {
@@ -59,6 +64,9 @@ enum {
         STMT_EVENT_APPEND,
         STMT_EVENTS_ALL,
         STMT_EVENTS_JOB,
+        STMT_TOKEN_INSERT,
+        STMT_TOKEN_BY_HASH,
+        STMT_TOKEN_REVOKE,
         _STMT_MAX,
 };
 
@@ -94,6 +102,11 @@ static const char *const statement_sql[_STMT_MAX] = {
                             " WHERE seq > ? ORDER BY seq LIMIT ?",
         [STMT_EVENTS_JOB] = "SELECT seq, time_ms, job, node, kind, detail FROM event"
                             " WHERE job = ? AND seq > ? ORDER BY seq LIMIT ?",
+        [STMT_TOKEN_INSERT] = "INSERT INTO token (name, hash, role, projects, node, created_ms)"
+                              " VALUES (?,?,?,?,?,?)",
+        [STMT_TOKEN_BY_HASH] = "SELECT name, hash, role, projects, node, created_ms, revoked_ms"
+                               " FROM token WHERE hash = ? AND revoked_ms IS NULL",
+        [STMT_TOKEN_REVOKE] = "UPDATE token SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL",
 };
 
 struct Store {
@@ -548,4 +561,58 @@ int store_events_list(Store *store, int64_t job, int64_t after, int limit, Store
         sqlite3_bind_int(st, i, limit);
         LoadCtx ctx = {(void *) fn, userdata};
         return for_each_row(st, false, event_row, &ctx);
+}
+
+int store_token_insert(Store *store, const StoreToken *t) {
+        sqlite3_stmt *st = store->stmts[STMT_TOKEN_INSERT];
+        bind_text(st, 1, t->name);
+        bind_text(st, 2, t->hash);
+        bind_text(st, 3, t->role);
+        bind_text(st, 4, t->projects ? t->projects : "[]");
+        bind_text(st, 5, t->node);
+        bind_int(st, 6, t->created_ms);
+        return step_done(st);
+}
+
+int store_token_revoke(Store *store, const char *name, int64_t now_ms) {
+        sqlite3_stmt *st = store->stmts[STMT_TOKEN_REVOKE];
+        bind_int(st, 1, now_ms);
+        bind_text(st, 2, name);
+        int r = step_done(st);
+        if (r < 0)
+                return r;
+        return sqlite3_changes(store->db) > 0 ? 0 : -ENOENT;
+}
+
+static int token_row(sqlite3_stmt *st, void *p) {
+        LoadCtx *ctx = p;
+        StoreToken t = {
+                .name = col_text(st, 0),
+                .hash = col_text(st, 1),
+                .role = col_text(st, 2),
+                .projects = col_text(st, 3),
+                .node = col_text(st, 4),
+                .created_ms = col_int(st, 5),
+                .revoked_ms = col_int(st, 6),
+        };
+        return ((StoreTokenFn) ctx->fn)(ctx->userdata, &t);
+}
+
+int store_token_find(Store *store, const char *hash, StoreTokenFn fn, void *userdata) {
+        sqlite3_stmt *st = store->stmts[STMT_TOKEN_BY_HASH];
+        bind_text(st, 1, hash);
+        LoadCtx ctx = {(void *) fn, userdata};
+        return for_each_row(st, false, token_row, &ctx);
+}
+
+int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata) {
+        sqlite3_stmt *st;
+        int r = query(store,
+                      "SELECT name, hash, role, projects, node, created_ms, revoked_ms FROM token"
+                      " ORDER BY name",
+                      &st);
+        if (r < 0)
+                return r;
+        LoadCtx ctx = {(void *) fn, userdata};
+        return for_each_row(st, true, token_row, &ctx);
 }

@@ -74,6 +74,15 @@ typedef struct StoreCheckpoint {
         int attempt;
 } StoreCheckpoint;
 
+typedef struct StoreToken {
+        const char *name;
+        const char *hash; /* hex SHA-256 of the token; the token itself is never stored */
+        const char *role; /* "admin", "user", "agent" */
+        const char *projects; /* JSON array of project names (users) */
+        const char *node; /* the node an agent token is bound to */
+        int64_t created_ms, revoked_ms; /* revoked_ms STORE_NONE: valid */
+} StoreToken;
+
 typedef struct StoreEvent {
         int64_t seq; /* set by the store */
         int64_t time_ms;
@@ -106,6 +115,14 @@ typedef int (*StoreAttemptFn)(void *userdata, const StoreAttempt *attempt);
 typedef int (*StoreRankFn)(void *userdata, const StoreRank *rank);
 typedef int (*StoreNodeFn)(void *userdata, const StoreNode *node);
 typedef int (*StoreEventFn)(void *userdata, const StoreEvent *event);
+typedef int (*StoreTokenFn)(void *userdata, const StoreToken *token);
+
+/* Tokens. insert: -EEXIST when the name is taken; revoke: -ENOENT when none is valid. */
+int store_token_insert(Store *store, const StoreToken *token);
+int store_token_revoke(Store *store, const char *name, int64_t now_ms);
+/* Calls fn for the valid token with this hash, if there is one. */
+int store_token_find(Store *store, const char *hash, StoreTokenFn fn, void *userdata);
+int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata);
 
 /* Loaders call fn for each row in key order; a negative return from fn stops and is returned. */
 int store_jobs_load(Store *store, StoreJobFn fn, void *userdata);
