@@ -40,6 +40,15 @@ static inline int min_int(int a, int b) {
         return a < b ? a : b;
 }
 
+/* Makes room for one more element in a growing array (doubling, at least 16). */
+#define GROW(arr, n, cap)                                                                  \
+        do {                                                                               \
+                if ((n) >= (cap)) {                                                        \
+                        (cap) = (cap) ? (cap) * 2 : 16;                                    \
+                        (arr) = xrealloc((arr), (size_t) (cap) * sizeof(*(arr)));          \
+                }                                                                          \
+        } while (0)
+
 /* Milliseconds on CLOCK_MONOTONIC: for deadlines and intervals. */
 int64_t util_now_ms(void);
 /* Milliseconds since the Unix epoch: for timestamps shown to people and stored. */

@@ -28,14 +28,6 @@
 /* An attempt that ran this long before failing resets the restart backoff. */
 #define BACKOFF_RESET_MS (10 * 60 * 1000)
 
-#define GROW(arr, n, cap)                                                                  \
-        do {                                                                               \
-                if ((n) >= (cap)) {                                                        \
-                        (cap) = (cap) ? (cap) * 2 : 16;                                    \
-                        (arr) = xrealloc((arr), (size_t) (cap) * sizeof(*(arr)));          \
-                }                                                                          \
-        } while (0)
-
 static void err_set(CtlError *err, int status, const char *code, const char *field,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void err_set(CtlError *err, int status, const char *code, const char *field,

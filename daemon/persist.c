@@ -12,14 +12,6 @@
 #include "log.h"
 #include "util.h"
 
-#define GROW(arr, n, cap)                                                                  \
-        do {                                                                               \
-                if ((n) >= (cap)) {                                                        \
-                        (cap) = (cap) ? (cap) * 2 : 16;                                    \
-                        (arr) = xrealloc((arr), (size_t) (cap) * sizeof(*(arr)));          \
-                }                                                                          \
-        } while (0)
-
 static int64_t opt_ms(int64_t v) {
         return v > 0 ? v : STORE_NONE;
 }
