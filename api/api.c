@@ -314,9 +314,12 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
                 return;
         }
         const char *follow = query(con, "follow");
-        req->location_buf = xasprintf("http://%s/v1/logs/%lld/%d/%d%s", node->address,
-                                      (long long) job->id, r->attempt, r->rank,
-                                      follow && strcmp(follow, "0") != 0 ? "?follow=1" : "");
+        bool following = follow && strcmp(follow, "0") != 0;
+        _cleanup_free_ char *path = xasprintf("/v1/logs/%lld/%d/%d", (long long) job->id,
+                                              r->attempt, r->rank);
+        _cleanup_free_ char *signed_query = ctl_log_url_query(api->ctl, node->name, path);
+        req->location_buf = xasprintf("http://%s%s%s%s", node->address, path, signed_query,
+                                      following ? (*signed_query ? "&follow=1" : "?follow=1") : "");
         req->location = req->location_buf;
         request_set_answer(req, 307, json_pack("{s:s}", "location", req->location_buf));
 }

@@ -97,5 +97,12 @@ json_t *ctl_quota_view(Controller *ctl);
  * or revoked, other -errno on failure. */
 int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret);
 
+/*
+ * The query string that lets a client read path from node's agent log server:
+ * "?expires=E&sig=S" signed for the node's agent token, or "" when the node has none
+ * (authentication off). New string.
+ */
+char *ctl_log_url_query(Controller *ctl, const char *node, const char *path);
+
 /* Counts for /healthz and status lines. */
 void ctl_counts(Controller *ctl, int *ret_jobs_active, int *ret_nodes_ready);

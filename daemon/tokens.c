@@ -231,3 +231,14 @@ bool token_identity_has_project(const TokenIdentity *id, const char *project) {
         }
         return false;
 }
+
+int token_sign_path(const char *agent_token_hash, const char *path, int64_t expires,
+                    char out[TOKEN_HASH_HEX]) {
+        unsigned char mac[32];
+        _cleanup_free_ char *msg = xasprintf("%s %lld", path, (long long) expires);
+        if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, agent_token_hash, strlen(agent_token_hash), msg,
+                             strlen(msg), mac) < 0)
+                return -EIO;
+        hex(mac, sizeof(mac), out);
+        return 0;
+}

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "store.h"
 
@@ -43,3 +44,12 @@ typedef struct TokenIdentity {
 void token_identity_clear(TokenIdentity *id);
 /* Whether a user identity may act in project (admins may everywhere). */
 bool token_identity_has_project(const TokenIdentity *id, const char *project);
+
+/*
+ * Signs a rank-log URL path for the agent of a node: hex HMAC-SHA256 keyed with the hex
+ * SHA-256 of the agent's token (which the agent can compute from its token), over
+ * "<path> <expires>". The agent checks it, so a log redirect from the controller is the
+ * only way a client reads a log when authentication is on. 0 or -errno.
+ */
+int token_sign_path(const char *agent_token_hash, const char *path, int64_t expires,
+                    char out[TOKEN_HASH_HEX]);
