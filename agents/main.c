@@ -46,6 +46,7 @@ static const char usage[] =
         "  --kill-grace-ms MS          SIGTERM to SIGKILL delay when stopping ranks\n"
         "                              (default 3000)\n"
         "  --log-level LEVEL           error, warning, info (default) or debug\n"
+        "  --help                      show this text\n"
         "\n"
         "Security (see docs/SECURITY.md):\n"
         "  --token-file PATH           bearer token for the controller (role agent, bound\n"
@@ -61,7 +62,6 @@ static const char usage[] =
         "  --strict-user[=yes|no]      an agent that is not root refuses jobs of any user\n"
         "                              but its own (default: runs them as itself)\n"
         "A rank refused by this policy exits with code 126 and says why in its log.\n"
-        "  --help                      show this text\n"
         "\n"
         "Every option but --config and --help is also a key of the configuration file,\n"
         "written with '_' for '-' (state_dir = /var/lib/axagent). See axagent(8).\n";

@@ -5,6 +5,8 @@
  * exit is then read back by a third. Also exit codes, launch failures and the log.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -205,8 +207,127 @@ static void test_other_boot(const char *state) {
         kill(-pid, SIGKILL);
 }
 
+/* Runs argv as a rank (as run_as, NULL: as we are) and returns its output after the
+ * environment block; *ret_exit gets its exit code. */
+static char *run_rank(RankTable *t, RankKey key, char **argv, const RankUser *run_as,
+                      int *ret_exit) {
+        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        RankLaunch l = { .key = key, .argv = argv, .envp = envp, .run_as = run_as };
+        Rank *r;
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        wait_exit(r);
+        CHECK(!r->exit.signaled);
+        *ret_exit = r->exit.code;
+        _cleanup_free_ char *path = rank_table_log_path(t, key);
+        _cleanup_free_ char *log = read_all(path);
+        const char *out = strstr(log, "--- end environment ---\n");
+        CHECK(out);
+        return xstrdup(out + strlen("--- end environment ---\n"));
+}
+
+static void test_isolation(const char *state) {
+        RankTable *t;
+        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        int code;
+
+        /* Descriptors the agent holds, even without O_CLOEXEC, never reach a rank. */
+        int leak = open("/dev/null", O_RDONLY);
+        int leak_high = fcntl(leak, F_DUPFD, 100);
+        CHECK(leak >= 3 && leak_high >= 100);
+        char *fds[] = { "sh", "-c", "ls /proc/$$/fd | tr '\\n' ' '; umask", NULL };
+        _cleanup_free_ char *out = run_rank(t, (RankKey){ 11, 1, 0 }, fds, NULL, &code);
+        CHECK(code == 0);
+        if (strcmp(out, "0 1 2 0022\n") != 0)
+                fprintf(stderr, "rank saw: '%s'\n", out);
+        CHECK(strcmp(out, "0 1 2 0022\n") == 0);
+        close(leak);
+        close(leak_high);
+
+        /* A refused user: never started, exit 126, the reason in its log. */
+        char *never[] = { "touch", "/tmp/axagent-test-must-not-exist", NULL };
+        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        RankLaunch l = { .key = { 11, 1, 1 }, .argv = never, .envp = envp,
+                         .error = "user root is root, which this agent refuses",
+                         .error_exit = SHIM_EXIT_USER_REFUSED };
+        Rank *r;
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        CHECK(r->state == AGENT_RANK_EXITED && r->exit.code == 126);
+        _cleanup_free_ char *p = rank_table_log_path(t, l.key);
+        _cleanup_free_ char *log = read_all(p);
+        CHECK(strstr(log, "axagent: cannot start rank: user root is root, which this agent "
+                          "refuses\n"));
+        CHECK(access("/tmp/axagent-test-must-not-exist", F_OK) < 0);
+
+        if (geteuid() != 0) {
+                rank_table_free(t);
+                return;
+        }
+
+        /* As root: the rank runs as the resolved account, owns its log, and the shim
+         * does not keep the agent's secret in its memory. */
+        AgentUserPolicy policy = { 0 };
+        RankUser nobody;
+        char *error = NULL;
+        CHECK(agent_user_resolve(&policy, "nobody", &nobody, &error) == 0);
+        char secret[] = "axt_secret_token_for_the_test";
+        agent_shim_forget_secret(0, secret);
+        char *ids[] = { "sh", "-c", "id -u; id -g; sleep 30", NULL };
+        char *envp2[] = { "PATH=/usr/bin:/bin", NULL };
+        l = (RankLaunch){ .key = { 11, 1, 2 }, .argv = ids, .envp = envp2, .run_as = &nobody };
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        CHECK(r->state == AGENT_RANK_RUNNING);
+        _cleanup_free_ char *mem_path = xasprintf("/proc/%d/mem", (int) r->shim_pid);
+        int mem = open(mem_path, O_RDONLY | O_CLOEXEC);
+        CHECK(mem >= 0);
+        char copy[sizeof(secret)];
+        CHECK(pread(mem, copy, sizeof(copy), (off_t) (uintptr_t) secret) ==
+              (ssize_t) sizeof(copy));
+        close(mem);
+        CHECK(memcmp(copy, secret, sizeof(copy)) != 0);
+        CHECK(strcmp(secret, "axt_secret_token_for_the_test") == 0);
+        agent_shim_forget_secret(0, NULL);
+
+        _cleanup_free_ char *want = xasprintf("%u\n%u\n", (unsigned) nobody.uid,
+                                              (unsigned) nobody.gid);
+        _cleanup_free_ char *p2 = rank_table_log_path(t, l.key);
+        for (int i = 0; i < 100; i++) {
+                _cleanup_free_ char *log2 = read_all(p2);
+                if (strstr(log2, want))
+                        break;
+                CHECK(i < 99);
+                usleep(50 * 1000);
+        }
+        struct stat st;
+        CHECK(stat(p2, &st) == 0 && st.st_uid == nobody.uid);
+        rank_kill(r, util_now_ms(), 0);
+        rank_table_tick(t, util_now_ms());
+        wait_exit(r);
+
+        /* The rank cannot take root back, and enters its workdir as itself. */
+        char *setuid_back[] = { "sh", "-c", "id -u; cat /proc/self/status | grep -i '^Uid'",
+                                NULL };
+        _cleanup_free_ char *out2 = run_rank(t, (RankKey){ 11, 1, 3 }, setuid_back, &nobody,
+                                             &code);
+        _cleanup_free_ char *uid_line = xasprintf("Uid:\t%u\t%u\t%u\t%u\n", nobody.uid,
+                                                  nobody.uid, nobody.uid, nobody.uid);
+        CHECK(code == 0 && strstr(out2, uid_line));
+        _cleanup_free_ char *private_dir = xasprintf("%s/root-only", state);
+        CHECK(mkdir(private_dir, 0700) == 0);
+        char *pwd[] = { "pwd", NULL };
+        l = (RankLaunch){ .key = { 11, 1, 4 }, .argv = pwd, .envp = envp2, .run_as = &nobody,
+                          .workdir = private_dir };
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        wait_exit(r);
+        CHECK(!r->exit.signaled && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);
+        rank_user_done(&nobody);
+        rank_table_free(t);
+}
+
 int main(void) {
         _cleanup_free_ char *state = test_tmpdir();
+        _cleanup_free_ char *isolated = test_tmpdir();
+        test_isolation(isolated);
+        util_rm_rf(isolated);
         test_adopt_and_kill(state);
         test_kill_escalates(state);
         test_exits(state);

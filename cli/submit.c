@@ -25,7 +25,7 @@ static const char submit_help[] =
         "  -f, --file FILE               job spec JSON (\"-\" reads stdin)\n"
         "  --name N                      job name\n"
         "  --project P                   project (quota owner)\n"
-        "  --user U                      user (default $USER)\n"
+        "  --user U                      user (default $USER; with a token, the token's)\n"
         "  --priority N                  priority within the project\n"
         "  --ranks N                     number of ranks (processes)\n"
         "  --ranks-per-node N            ranks on each node\n"
@@ -303,7 +303,10 @@ int cli_cmd_submit(CliContext *ctx, int argc, char **argv) {
         /* Declared before the first goto, so the cleanup never sees an uninitialised value. */
         _cleanup_json_ json_t *job = NULL;
         CliSubmit s;
-        int r = cli_submit_parse(ctx, argc, argv, getenv("USER"), &s);
+        /* With a token the controller knows who submits and fills in the user itself;
+         * $USER (a CI runner's account, say) would only be refused as another user. */
+        const char *default_user = ctx->token ? NULL : getenv("USER");
+        int r = cli_submit_parse(ctx, argc, argv, default_user, &s);
         if (r != CLI_EXIT_OK || s.help) {
                 if (s.help)
                         fputs(submit_help, ctx->out);
@@ -315,9 +318,8 @@ int cli_cmd_submit(CliContext *ctx, int argc, char **argv) {
                 r = cli_submit_load_file(ctx, &s, from_stdin ? stdin : NULL);
                 if (r != CLI_EXIT_OK)
                         goto finish;
-                const char *user = getenv("USER");
-                if (!json_object_get(s.spec, "user") && user && *user)
-                        json_object_set_new(s.spec, "user", json_string(user));
+                if (!json_object_get(s.spec, "user") && default_user && *default_user)
+                        json_object_set_new(s.spec, "user", json_string(default_user));
         }
 
         r = cli_api_call(ctx, "POST", "/v1/jobs", s.spec, s.idempotency_key, &job);

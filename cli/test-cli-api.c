@@ -449,6 +449,11 @@ static void test_auth(void) {
         /* Every request carries it, POSTs too. */
         expect(run((char *[]){"cancel", "4", NULL}), 0, NULL, NULL);
         assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        /* With a token the controller names the user: $USER is not sent for it. */
+        setenv("USER", "runner", 1);
+        expect(run((char *[]){"submit", "--ranks", "1", "--", "true", NULL}), 0, "1\n", NULL);
+        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        assert(!strstr(fake.body, "runner") && !strstr(fake.body, "\"user\""));
 
         setenv("AXCTL_TOKEN", "user-token", 1);
         r = run((char *[]){"status", "7", NULL});

@@ -152,8 +152,10 @@ static int journal_send(LogLevel level, const char *file, int line, const char *
         return 0;
 }
 
-static void log_va(LogLevel level, const char *file, int line, const char *func, int64_t job,
-                   const char *node, int attempt, const char *fmt, va_list ap) {
+__attribute__((format(printf, 8, 0))) static void log_va(LogLevel level, const char *file,
+                                                        int line, const char *func, int64_t job,
+                                                        const char *node, int attempt,
+                                                        const char *fmt, va_list ap) {
         if (level < 0 || level >= _LOG_LEVEL_MAX || level > log_max_level)
                 return;
         char msg[4096];

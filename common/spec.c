@@ -60,7 +60,10 @@ static bool name_valid(const char *s) {
                 if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
                       (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
                         return false;
-        return s[0] != '.';
+        /* Not empty and not over the limit: a name derived from the command (the
+         * program's basename) must be as valid as one given, or the stored spec would
+         * not parse back when the controller restarts. */
+        return s[0] != '.' && s[0] != '\0' && strlen(s) <= SPEC_MAX_NAME;
 }
 
 static int get_name(json_t *obj, const char *key, const char *field, const char *def, char **ret,

@@ -60,8 +60,6 @@ int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
                         return json_error_set(err, "inventory.accelerators",
                                               "entries must be objects with a kind");
         }
-        if (!r.labels)
-                r.labels = json_object_get(json, "labels"); /* NULL stays NULL */
         r.inventory = inv;
         r.accelerators = acc;
         *ret = r;
@@ -113,6 +111,9 @@ static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
         if (rr->exited && rr->exit_code < 0 && rr->signal == 0)
                 return json_error_set(err, "ranks[].exit_code",
                                       "an exited rank needs exit_code or signal");
+        if (rr->exit_code >= 0 && rr->signal > 0)
+                return json_error_set(err, "ranks[].signal",
+                                      "a rank ends with an exit code or a signal, not both");
         return 0;
 }
 
@@ -166,6 +167,9 @@ int wire_sync_parse(json_t *json, WireSync *ret, JsonError *err) {
                 json_t *reason = json_object_get(health, "reason");
                 if (reason && !json_is_string(reason) && !json_is_null(reason))
                         return json_error_set(err, "health.reason", "must be a string");
+                if (json_is_string(reason) && json_string_length(reason) > WIRE_MAX_REASON)
+                        return json_error_set(err, "health.reason", "must be at most %d bytes",
+                                              WIRE_MAX_REASON);
                 if (json_is_string(reason))
                         s.health_reason = json_string_value(reason);
         }

@@ -14,10 +14,11 @@
 
 #define WIRE_MAX_RANKS 4096
 #define WIRE_MAX_CHECKPOINTS 4096
+#define WIRE_MAX_REASON 4096
 
 typedef struct WireRegister {
         const char *node, *hostname, *address, *boot_id; /* borrowed from the JSON */
-        json_t *labels; /* borrowed, object of strings, never NULL */
+        json_t *labels; /* borrowed, object of strings; NULL when the agent sent none */
         json_t *inventory; /* borrowed object */
         int cpus;
         int64_t memory_mb;

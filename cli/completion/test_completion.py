@@ -75,7 +75,9 @@ class CompletionTest(unittest.TestCase):
     def test_commands_and_flags(self):
         self.assertEqual(self.complete("axctl s"), ["status", "submit"])
         self.assertEqual(self.complete("axctl --json un"), ["undrain"])
-        self.assertEqual(self.complete("axctl --"), ["--help", "--json", "--url", "--version"])
+        self.assertEqual(self.complete("axctl --"),
+                         ["--ca-file", "--help", "--json", "--url", "--version"])
+        self.assertIn("--ca-file", self.complete("axctl list --c"))
         self.assertIn("--ranks-per-node", self.complete("axctl submit --ra"))
         self.assertEqual(self.complete("axctl logs --f"), ["--follow"])
         self.assertEqual(self.complete("axctl drain n1 --n"), ["--now"])
@@ -91,6 +93,9 @@ class CompletionTest(unittest.TestCase):
         self.assertEqual(self.complete("axctl submit -f jo"), ["job.json"])
         # After "--" comes the training command.
         self.assertEqual(self.complete("axctl submit --ranks 2 -- jo"), ["job.json"])
+        # --ca-file takes a file, before or after the command, and is skipped as a word.
+        self.assertEqual(self.complete("axctl --ca-file jo"), ["job.json"])
+        self.assertEqual(self.complete("axctl --ca-file job.json li"), ["list"])
 
     def test_jobs_and_nodes_from_the_controller(self):
         job = str(self.job)
