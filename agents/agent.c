@@ -183,7 +183,13 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                          rk->state == AGENT_RANK_RUNNING ? "running" : "exited");
         }
 
-        r = agent_logserver_start(cfg->listen, cfg->state_dir, &a->logs);
+        char token_hash_hex[TOKEN_HASH_HEX];
+        if (cfg->token && token_hash(cfg->token, token_hash_hex) < 0) {
+                r = -EIO;
+                goto fail;
+        }
+        r = agent_logserver_start(cfg->listen, cfg->state_dir, cfg->token ? token_hash_hex : NULL,
+                                  &a->logs);
         if (r < 0) {
                 log_error("Cannot serve logs on %s: %s", cfg->listen, strerror(-r));
                 goto fail;

@@ -19,11 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "rank.h"
+#include "token.h"
 #include "util.h"
 
 /* How often a follow stream looks for new output. */
@@ -41,6 +43,7 @@
 struct AgentLogServer {
         struct MHD_Daemon *daemon;
         char *state_dir;
+        char *token_hash; /* NULL: requests need no signature */
         uint16_t port;
         atomic_bool stopping;
 };
@@ -190,6 +193,15 @@ static enum MHD_Result log_handle(void *cls, struct MHD_Connection *c, const cha
         if (agent_log_path_parse(url, &key.job, &key.attempt, &key.rank) < 0)
                 return log_respond_json(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                         "expected /v1/logs/{job}/{attempt}/{rank}");
+        if (s->token_hash &&
+            !agent_log_signature_ok(
+                    s->token_hash, url,
+                    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "expires"),
+                    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig"),
+                    (int64_t) time(NULL)))
+                return log_respond_json(c, MHD_HTTP_FORBIDDEN, "forbidden",
+                                        "ask the controller: GET /v1/jobs/{id}/logs gives a "
+                                        "signed link");
 
         _cleanup_free_ char *path = rank_log_path(s->state_dir, key);
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -225,8 +237,27 @@ static enum MHD_Result log_handle(void *cls, struct MHD_Connection *c, const cha
         return log_respond(c, MHD_HTTP_OK, resp, "text/plain; charset=utf-8");
 }
 
+bool agent_log_signature_ok(const char *token_hash, const char *path, const char *expires,
+                            const char *sig, int64_t now_s) {
+        if (!expires || !sig || strlen(sig) != TOKEN_HASH_HEX - 1)
+                return false;
+        char *end;
+        errno = 0;
+        long long e = strtoll(expires, &end, 10);
+        if (errno || end == expires || *end || e < now_s || e > now_s + 3600)
+                return false;
+        char want[TOKEN_HASH_HEX];
+        if (token_sign_path(token_hash, path, e, want) < 0)
+                return false;
+        /* Constant time: how much of a guess matched must not show in the timing. */
+        unsigned char diff = 0;
+        for (int i = 0; i < TOKEN_HASH_HEX - 1; i++)
+                diff |= (unsigned char) (want[i] ^ sig[i]);
+        return diff == 0;
+}
+
 int agent_logserver_start(const char *listen_addr, const char *state_dir,
-                          AgentLogServer **ret) {
+                          const char *token_hash, AgentLogServer **ret) {
         _cleanup_free_ char *host = NULL;
         uint16_t port;
         int r = agent_listen_parse(listen_addr, &host, &port);
@@ -242,6 +273,7 @@ int agent_logserver_start(const char *listen_addr, const char *state_dir,
 
         AgentLogServer *s = xcalloc(1, sizeof(*s));
         s->state_dir = xstrdup(state_dir);
+        s->token_hash = token_hash ? xstrdup(token_hash) : NULL;
         atomic_init(&s->stopping, false);
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_POLL;
@@ -256,6 +288,7 @@ int agent_logserver_start(const char *listen_addr, const char *state_dir,
         freeaddrinfo(ai);
         if (!s->daemon) {
                 free(s->state_dir);
+                free(s->token_hash);
                 free(s);
                 return -EADDRINUSE;
         }
@@ -272,6 +305,7 @@ AgentLogServer *agent_logserver_stop(AgentLogServer *s) {
         atomic_store(&s->stopping, true);
         MHD_stop_daemon(s->daemon);
         free(s->state_dir);
+        free(s->token_hash);
         free(s);
         return NULL;
 }

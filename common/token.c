@@ -8,6 +8,8 @@
  */
 #include "token.h"
 
+#include <gnutls/crypto.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -144,4 +146,34 @@ void token_free_secret(char *s) {
                 return;
         explicit_bzero(s, strlen(s));
         free(s);
+}
+
+void token_hex(const unsigned char *in, size_t n, char *out) {
+        static const char digits[] = "0123456789abcdef";
+        for (size_t i = 0; i < n; i++) {
+                out[2 * i] = digits[in[i] >> 4];
+                out[2 * i + 1] = digits[in[i] & 15];
+        }
+        out[2 * n] = '\0';
+}
+
+int token_hash(const char *token, char out[TOKEN_HASH_HEX]) {
+        unsigned char digest[32];
+        if (gnutls_hash_fast(GNUTLS_DIG_SHA256, token, strlen(token), digest) < 0)
+                return -EIO;
+        token_hex(digest, sizeof(digest), out);
+        return 0;
+}
+
+int token_sign_path(const char *token_hash_hex, const char *path, int64_t expires,
+                    char out[TOKEN_HASH_HEX]) {
+        unsigned char mac[32];
+        char *msg = xasprintf("%s %lld", path, (long long) expires);
+        int r = gnutls_hmac_fast(GNUTLS_MAC_SHA256, token_hash_hex, strlen(token_hash_hex), msg,
+                                 strlen(msg), mac);
+        free(msg);
+        if (r < 0)
+                return -EIO;
+        token_hex(mac, sizeof(mac), out);
+        return 0;
 }

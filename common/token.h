@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 /* Longest token accepted; the controller's tokens are far shorter. */
@@ -45,6 +46,20 @@ int token_file_read(const char *path, char **ret_token, char **ret_error);
 
 /* "Authorization: Bearer TOKEN" (malloc'd) for a valid token. */
 char *token_auth_header(const char *token);
+
+#define TOKEN_HASH_HEX 65 /* 64 hex digits and a NUL */
+
+/* Writes n bytes as lowercase hex (2n digits and a NUL) into out. */
+void token_hex(const unsigned char *in, size_t n, char *out);
+/* Hex SHA-256 of a token: what the controller stores and an agent can compute. 0 or -EIO. */
+int token_hash(const char *token, char out[TOKEN_HASH_HEX]);
+/*
+ * Signs a rank-log URL path: hex HMAC-SHA256 keyed with the hex SHA-256 of the agent's
+ * token, over "<path> <expires>". The controller signs its log redirects so; the agent
+ * checks them, so only a client the controller authorised reads a log. 0 or -EIO.
+ */
+int token_sign_path(const char *token_hash_hex, const char *path, int64_t expires,
+                    char out[TOKEN_HASH_HEX]);
 
 /* Overwrites a secret before freeing it, so it does not linger in freed memory. */
 void token_free_secret(char *s);

@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Token generation and hashing (GnuTLS's SHA-256, the library libmicrohttpd already
- * uses for TLS), and the offline admin command. A token is 256 random bits; a stolen
- * database holds only hashes, which do not authenticate.
+ * Token generation and the offline admin command. A token is 256 random bits; a stolen
+ * database holds only hashes (common/token.c), which do not authenticate.
  */
 #include "tokens.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <gnutls/crypto.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -32,15 +30,6 @@ TokenRole token_role_from_string(const char *s) {
         return _TOKEN_ROLE_INVALID;
 }
 
-static void hex(const unsigned char *in, size_t n, char *out) {
-        static const char digits[] = "0123456789abcdef";
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = digits[in[i] >> 4];
-                out[2 * i + 1] = digits[in[i] & 15];
-        }
-        out[2 * n] = '\0';
-}
-
 int token_generate(char **ret_token) {
         unsigned char raw[32];
         size_t got = 0;
@@ -55,16 +44,8 @@ int token_generate(char **ret_token) {
         }
         char text[4 + 2 * sizeof(raw) + 1];
         memcpy(text, "axt_", 4);
-        hex(raw, sizeof(raw), text + 4);
+        token_hex(raw, sizeof(raw), text + 4);
         *ret_token = xstrdup(text);
-        return 0;
-}
-
-int token_hash(const char *token, char out[TOKEN_HASH_HEX]) {
-        unsigned char digest[32];
-        if (gnutls_hash_fast(GNUTLS_DIG_SHA256, token, strlen(token), digest) < 0)
-                return -EIO;
-        hex(digest, sizeof(digest), out);
         return 0;
 }
 
@@ -232,13 +213,3 @@ bool token_identity_has_project(const TokenIdentity *id, const char *project) {
         return false;
 }
 
-int token_sign_path(const char *agent_token_hash, const char *path, int64_t expires,
-                    char out[TOKEN_HASH_HEX]) {
-        unsigned char mac[32];
-        _cleanup_free_ char *msg = xasprintf("%s %lld", path, (long long) expires);
-        if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, agent_token_hash, strlen(agent_token_hash), msg,
-                             strlen(msg), mac) < 0)
-                return -EIO;
-        hex(mac, sizeof(mac), out);
-        return 0;
-}

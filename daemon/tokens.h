@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "token.h"
 
-#define TOKEN_HASH_HEX 65 /* 64 hex digits and a NUL */
 
 typedef enum TokenRole {
         TOKEN_ROLE_ADMIN,
@@ -27,9 +27,6 @@ TokenRole token_role_from_string(const char *s);
 
 /* A new random token "axt_<64 hex digits>" (malloc'd). 0 or -errno. */
 int token_generate(char **ret_token);
-/* Hex SHA-256 of a token into out. 0 or -errno. */
-int token_hash(const char *token, char out[TOKEN_HASH_HEX]);
-
 /* `axctld token create|revoke|list ...`: argv[0] is "token". Returns the exit status. */
 int token_command(int argc, char **argv);
 
@@ -45,11 +42,3 @@ void token_identity_clear(TokenIdentity *id);
 /* Whether a user identity may act in project (admins may everywhere). */
 bool token_identity_has_project(const TokenIdentity *id, const char *project);
 
-/*
- * Signs a rank-log URL path for the agent of a node: hex HMAC-SHA256 keyed with the hex
- * SHA-256 of the agent's token (which the agent can compute from its token), over
- * "<path> <expires>". The agent checks it, so a log redirect from the controller is the
- * only way a client reads a log when authentication is on. 0 or -errno.
- */
-int token_sign_path(const char *agent_token_hash, const char *path, int64_t expires,
-                    char out[TOKEN_HASH_HEX]);

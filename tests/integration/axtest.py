@@ -28,6 +28,7 @@ import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -291,9 +292,11 @@ class Relay:
         self.thread = threading.Thread(target=self._accept_loop, daemon=True)
         self.thread.start()
 
+    scheme = "http"  # "https" when the controller serves TLS: the relay only moves bytes
+
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % (self.scheme, self.port)
 
     def cut(self):
         with self.lock:
@@ -504,6 +507,9 @@ class Cluster:
         self._job_counter = 0
         self.env = dict(os.environ)
         self.env["AXTEST_MARKER"] = self.marker
+        # Credentials the harness's own API and CLI calls use (authentication, TLS).
+        self.token = None
+        self.ca_file = None
         self.env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
 
     # -- lifecycle ------------------------------------------------------------------
@@ -538,8 +544,9 @@ class Cluster:
                     out.write(raw)
                     out.flush()
                     line = raw.decode(errors="replace").strip()
-                    if not found.is_set() and "listening on http://" in line:
-                        result["url"] = line[line.index("http://"):].split()[0].rstrip("/")
+                    if not found.is_set() and "listening on http" in line:
+                        start = line.index("listening on ") + len("listening on ")
+                        result["url"] = line[start:].split()[0].rstrip("/")
                         found.set()
 
         self.controller.reader = threading.Thread(target=reader, daemon=True)
@@ -606,6 +613,8 @@ class Cluster:
     def start_agent(self, node):
         if self.use_relay and node not in self.relays:
             self.relays[node] = Relay(self.port)
+            if self.ca_file:
+                self.relays[node].scheme = "https"
         daemon = self.agents.get(node)
         if daemon is None:
             daemon = Daemon("axagent-%s" % node, self._agent_argv(node), self.tmp, self.env)
@@ -710,9 +719,12 @@ class Cluster:
             data = json.dumps(body).encode()
         if data is not None:
             hdrs.setdefault("Content-Type", "application/json")
+        if self.token:
+            hdrs.setdefault("Authorization", "Bearer " + self.token)
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=hdrs)
+        context = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
         try:
-            with urllib.request.urlopen(req, timeout=timeout * TIME_SCALE) as resp:
+            with urllib.request.urlopen(req, timeout=timeout * TIME_SCALE, context=context) as resp:
                 status, payload, rh = resp.status, resp.read(), resp.headers
         except urllib.error.HTTPError as e:
             status, payload, rh = e.code, e.read(), e.headers
@@ -789,8 +801,13 @@ class Cluster:
 
     def cli(self, *args, timeout=30, input=None):
         argv = [AXCTL, "--url", self.url] + [str(a) for a in args]
+        env = dict(self.env)
+        if self.token:
+            env["AXCTL_TOKEN"] = self.token
+        if self.ca_file:
+            env["AXCTL_CA_FILE"] = self.ca_file
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout * TIME_SCALE,
-                              input=input, env=self.env)
+                              input=input, env=env)
 
     def logs(self, job_id, rank, attempt=None):
         args = ["logs", job_id, "--rank", rank]

@@ -7,10 +7,14 @@ revoked with `axctld token`; hostile input (deep JSON, oversize bodies, many con
 
 import json
 import os
+import shutil
 import socket
+import ssl
 import subprocess
-import time
+import tempfile
 import unittest
+import urllib.error
+import urllib.request
 
 import axtest
 
@@ -188,6 +192,101 @@ class AuthTest(axtest.ClusterTestCase):
         finally:
             for s in idle:
                 s.close()
+
+
+def make_ca(tmp):
+    """A private CA and a server certificate for 127.0.0.1 signed by it (openssl)."""
+    ca_key, ca_crt = os.path.join(tmp, "ca.key"), os.path.join(tmp, "ca.crt")
+    key, csr, crt = (os.path.join(tmp, n) for n in ("server.key", "server.csr", "server.crt"))
+    ext = os.path.join(tmp, "san.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True, timeout=60)
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key,
+        "-out", ca_crt, "-days", "2", "-subj", "/CN=axctl test CA")
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+        "-subj", "/CN=127.0.0.1")
+    run("openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key,
+        "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
+    return ca_crt, crt, key
+
+
+class SecureClusterTest(axtest.ClusterTestCase):
+    """The whole flow with authentication and TLS on: agents with their own tokens over
+    https, a user submitting through axctl, logs through signed redirects."""
+
+    def test_submit_to_success_over_tls_with_tokens(self):
+        tmp = tempfile.mkdtemp(prefix="axtest-tls-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        ca, crt, key = make_ca(tmp)
+        c = axtest.Cluster(2, controller_args=["--auth", "--tls-cert", crt, "--tls-key", key],
+                           name="tls")
+        self.addCleanup(self._finish_cluster, c)
+        admin = token(c.db, "--name", "root", "--role", "admin")
+        user = token(c.db, "--name", "carol", "--role", "user", "--project", "ml")
+        args = []
+        for n in ("n1", "n2"):
+            path = os.path.join(tmp, n + ".token")
+            with open(path, "w") as f:
+                f.write(token(c.db, "--name", n, "--role", "agent", "--node", n) + "\n")
+            os.chmod(path, 0o600)
+            args.append(["--token-file", path, "--ca-file", ca])
+        c.agent_args = args
+        c.ca_file = ca
+        c.token = admin
+        c.start()
+        self.assertTrue(c.url.startswith("https://"), c.url)
+
+        # A user, through the CLI, over TLS.
+        c.token = user
+        job = c.work_job("secure", ranks=2, ranks_per_node=1, steps=20, step_ms=10,
+                         spec={"project": "ml", "user": "carol"})
+        del job.spec["user"]  # the server fills in the token's user
+        spec_path = os.path.join(tmp, "job.json")
+        with open(spec_path, "w") as f:
+            json.dump(job.spec, f)
+        p = c.cli("submit", "-f", spec_path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        job.id = int(p.stdout.split()[0])
+        p = c.cli("wait", job.id, "--timeout", "60")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        view = c.job(job.id)
+        self.assertEqual((view["state"], view["user"]), ("succeeded", "carol"))
+        out = c.logs(job.id, 0)
+        self.assertEqual(axtest.final_values(out), [job.expected])
+
+        # The log redirect is signed; the agent refuses the same path unsigned or forged.
+        class Stay(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None  # show the 307 instead of following it
+        opener = urllib.request.build_opener(
+            Stay, urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca)))
+        req = urllib.request.Request(c.url + "/v1/jobs/%d/logs?rank=1" % job.id,
+                                     headers={"Authorization": "Bearer " + user})
+        with self.assertRaises(urllib.error.HTTPError) as caught:
+            opener.open(req, timeout=10)
+        self.assertEqual(caught.exception.code, 307)
+        loc = caught.exception.headers["Location"]
+        self.assertIn("sig=", loc)
+        plain = loc.split("?")[0]
+        for url in (plain, plain + "?expires=9999999999&sig=" + "0" * 64):
+            try:
+                urllib.request.urlopen(url, timeout=10)
+                self.fail("the agent served %s" % url)
+            except urllib.error.HTTPError as e:
+                self.assertEqual(e.code, 403)
+        with urllib.request.urlopen(loc, timeout=10) as r:
+            self.assertIn(job.expected, r.read().decode())
+
+        # Without the CA, the CLI refuses the server; without a token, the server refuses.
+        c.ca_file = None
+        p = c.cli("list")
+        self.assertNotEqual(p.returncode, 0)
+        c.ca_file = ca
+        c.token = None
+        p = c.cli("list")
+        self.assertEqual(p.returncode, 7, p.stderr)
+        c.token = admin
 
 
 if __name__ == "__main__":
