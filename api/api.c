@@ -108,6 +108,8 @@ static enum MHD_Result queue_answer(struct MHD_Connection *con, Request *req) {
                                 req->content_type ? req->content_type : "application/json");
         if (req->location)
                 MHD_add_response_header(resp, "Location", req->location);
+        if (req->status == 401)
+                MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"axctl\"");
         enum MHD_Result r = MHD_queue_response(con, req->status, resp);
         MHD_destroy_response(resp);
         return r;
