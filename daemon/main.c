@@ -424,17 +424,20 @@ int main(int argc, char **argv) {
                 ctl_free(ctl);
                 return 2;
         }
-        if (!settings.auth)
-                log_warning("authentication is off: whoever reaches %s can run programs on every "
-                            "node (see --auth)",
-                            listen_addr);
         ApiOptions api_opts = {.auth = settings.auth, .tls_cert_pem = cert_pem,
                                .tls_key_pem = key_pem};
         Api *api = NULL;
         if ((r = api_new(ctl, lfd, &api_opts, &api)) < 0) {
-                log_error("cannot start the HTTP server");
+                /* With TLS the likely cause is the certificate or key: a configuration
+                 * error (exit 2, which the unit does not restart). */
+                if (cert_pem)
+                        fprintf(stderr, "axctld: cannot serve HTTPS: check that %s and %s are a "
+                                        "matching PEM certificate and key\n",
+                                settings.tls_cert, settings.tls_key);
+                else
+                        log_error("cannot start the HTTP server");
                 ctl_free(ctl);
-                return 1;
+                return cert_pem ? 2 : 1;
         }
         int ep = epoll_create1(EPOLL_CLOEXEC);
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = api_fd(api)};
@@ -464,6 +467,10 @@ int main(int argc, char **argv) {
         printf("listening on %s://%s:%d\n", cert_pem ? "https" : "http", host, port);
         fflush(stdout);
         log_info("serving on %s:%d, state in %s", host, port, cfg.db_path);
+        if (!settings.auth)
+                log_warning("authentication is off: whoever reaches %s:%d can run programs on "
+                            "every node (see --auth)",
+                            host, port);
 
         /*
          * The watchdog is pinged from the end of a loop turn, so a turn stuck in SQLite,

@@ -136,6 +136,12 @@ int token_command(int argc, char **argv) {
                         fprintf(stderr, "axctld token create: an agent token needs --node\n");
                         goto out;
                 }
+                if ((role != TOKEN_ROLE_AGENT && node) ||
+                    (role != TOKEN_ROLE_USER && json_array_size(projects) > 0)) {
+                        fprintf(stderr, "axctld token create: --project is for user tokens, "
+                                        "--node for agent tokens\n");
+                        goto out;
+                }
         } else if (strcmp(verb, "revoke") == 0) {
                 if (!name) {
                         fprintf(stderr, "axctld token revoke: needs the token's NAME\n");
@@ -155,6 +161,7 @@ int token_command(int argc, char **argv) {
         }
         status = 1;
         if (strcmp(verb, "list") == 0) {
+                printf("%-20s %-6s %-30s %-12s %s\n", "NAME", "ROLE", "PROJECTS", "NODE", "CREATED");
                 r = store_tokens_list(store, print_token, NULL);
                 status = r < 0 ? 1 : 0;
         } else if (strcmp(verb, "revoke") == 0) {

@@ -568,6 +568,17 @@ int store_events_list(Store *store, int64_t job, int64_t after, int limit, Store
 }
 
 int store_token_insert(Store *store, const StoreToken *t) {
+        /* A revoked token gives its name back: a user token's name is the account its
+         * jobs run as, and a person whose token was revoked must be able to get another. */
+        sqlite3_stmt *del;
+        int r = query(store, "DELETE FROM token WHERE name = ? AND revoked_ms IS NOT NULL", &del);
+        if (r < 0)
+                return r;
+        bind_text(del, 1, t->name);
+        r = step_done(del);
+        sqlite3_finalize(del);
+        if (r < 0)
+                return r;
         sqlite3_stmt *st = store->stmts[STMT_TOKEN_INSERT];
         bind_text(st, 1, t->name);
         bind_text(st, 2, t->hash);

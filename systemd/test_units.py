@@ -153,6 +153,48 @@ class UnitTest(unittest.TestCase):
                         flag = "--" + m.group(1).replace("_", "-")
                         self.assertIn(flag, help_text, "%s: %s" % (conf, m.group(0)))
 
+    def test_config_files_list_every_key(self):
+        """Every option of a daemon but --config and --help is a key, commented or not,
+        in its default configuration file, so the file documents all of them."""
+        for conf, exe in (("axctld.conf", AXCTLD), ("axagent.conf.in", AXAGENT)):
+            with open(os.path.join(SOURCE_DIR, conf)) as f:
+                keys = set(re.findall(r"^#?([a-z_]+) =", f.read(), re.M))
+            for flag in help_flags([exe, "--help"]) - {"config", "help"}:
+                self.assertIn(flag.replace("-", "_"), keys, "%s lacks %s" % (conf, flag))
+
+    def test_man_pages_name_every_option(self):
+        """The man pages name every long option the binaries' --help shows."""
+        pages = {"axctld.8": [[AXCTLD, "--help"], [AXCTLD, "token", "--help"]],
+                 "axagent.8": [[AXAGENT, "--help"]]}
+        if os.access(AXCTL, os.X_OK):
+            cmds = [[AXCTL, "--help"]] + [[AXCTL, c, "--help"] for c in AXCTL_COMMANDS]
+            pages["axctl.1"] = cmds
+        for page, cmds in pages.items():
+            with open(os.path.join(SOURCE_DIR, "..", "docs", "man", page)) as f:
+                text = f.read()
+            groff = shutil.which("groff")
+            if groff:
+                p = subprocess.run([groff, "-man", "-ww", "-z", "-Tutf8"], input=text,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   universal_newlines=True, timeout=30)
+                self.assertEqual(p.stdout, "", "%s: groff warnings" % page)
+            for cmd in cmds:
+                for flag in help_flags(cmd):
+                    self.assertIn("\\-\\-" + flag.replace("-", "\\-"), text,
+                                  "%s lacks --%s (from %s)" % (page, flag, " ".join(cmd[1:])))
+
+
+AXCTL = os.environ.get("AXCTL", os.path.join(BUILD_ROOT, "cli", "axctl"))
+AXCTL_COMMANDS = ["submit", "status", "list", "cancel", "wait", "logs", "events", "nodes",
+                  "drain", "undrain"]
+
+
+def help_flags(cmd):
+    """The long options a --help text names (--foo, --foo-bar), without the '--'."""
+    text = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True,
+                          timeout=10).stdout
+    return set(re.findall(r"(?<![\w-])--([a-z][a-z-]*[a-z])", text))
+
 
 if __name__ == "__main__":
     if shutil.which("systemd-analyze") is None:

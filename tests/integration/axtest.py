@@ -20,6 +20,7 @@ tests/meson.build; AXTEST_BUILDDIR is the fallback for running a file by hand.
 Standard library only.
 """
 
+import ctypes
 import http.client
 import json
 import os
@@ -379,6 +380,23 @@ class Relay:
 # Daemons.
 
 
+PR_SET_PDEATHSIG = 1
+try:
+    # Resolved here, not in the child: the child of a threaded process (the relays) must
+    # not dlopen or malloc before exec.
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
+
+
+def _die_with_parent():
+    """Runs in the forked child: SIGKILL it if the test process dies (meson's timeout, a
+    crash), so that no daemon outlives its test. Tests only start daemons from the
+    main thread, whose exit is what the kernel watches."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
 class Daemon:
     """One daemon process with its stderr (and stdout) in files of the cluster dir."""
 
@@ -400,7 +418,8 @@ class Daemon:
         err.flush()
         out = subprocess.PIPE if capture_stdout else open(self.stdout_path, "ab")
         self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err, env=self.env,
-                                     start_new_session=True, close_fds=True)
+                                     start_new_session=True, close_fds=True,
+                                     preexec_fn=_die_with_parent)
         err.close()
         if not capture_stdout:
             out.close()
@@ -919,9 +938,12 @@ class ClusterTestCase(unittest.TestCase):
 
     def _finish_cluster(self, cluster):
         failed = self._failed()
-        if failed:
-            cluster.dump()
-        leftovers = cluster.close()
+        try:
+            if failed:
+                cluster.dump()
+        finally:
+            # Even if reporting fails (a closed stderr pipe), nothing may keep running.
+            leftovers = cluster.close()
         if failed or leftovers or os.environ.get("AXTEST_KEEP"):
             log("keeping %s" % cluster.tmp)
         else:
