@@ -155,7 +155,16 @@ class ChaosTest(axtest.ClusterTestCase):
         chaos.heal_if_due(force=True)
         chaos.note("fault injection over: %r" % chaos.counts)
 
-        # Quiesce: everything must converge and succeed.
+        # Quiesce: everything must converge and succeed. Random rank kills get nodes
+        # blamed and, after a few, quarantined (as they should); an operator's undrain
+        # returns them, so the quarantine path is exercised too.
+        def undrain_quarantined():
+            for n in c.nodes():
+                if n["state"] in ("quarantined", "drained", "draining"):
+                    chaos.note("undrain %s (was %s: %s)" % (n["name"], n["state"], n.get("reason")))
+                    c.api_ok("POST", "/v1/nodes/%s/undrain" % n["name"])
+            return True
+        axtest.wait_for(undrain_quarantined, 30, "undrain of quarantined nodes")
         c.wait_nodes_ready(timeout=60)
         listed = {j["id"] for j in c.list_jobs()}
         for job in jobs:

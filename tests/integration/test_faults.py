@@ -246,6 +246,22 @@ class FaultsTest(axtest.ClusterTestCase):
         self.assertEqual(len(self.starts(job, 1)), 2, "no rank may be started twice")
         self.assertEqual({e["rank"]: e["pid"] for e in self.starts(job, 1)}, pids)
 
+    def test_agent_crash_readopts_ranks(self):
+        c = self.start_cluster(2)
+        job = c.work_job("agentcrash", ranks=2, ranks_per_node=1, steps=80, step_ms=50,
+                         checkpoint_every=5)
+        job.id = c.submit(job.spec)["id"]
+        ranks = c.wait_running(job.id)
+        pids = axtest.workload_pids(c.marker, job.id, 1)
+        node = [r["node"] for r in ranks if r["rank"] == 1][0]
+        c.restart_agent(node, signal.SIGKILL)
+        c.wait_nodes_ready([node])
+        self.assertTrue(all(axtest.pid_alive(p) for p in pids.values()),
+                        "an agent crash killed ranks")
+        view = self.assert_succeeded_with_value(c, job, timeout=60)
+        self.assertEqual(view["attempt"], 1)
+        self.assertEqual({e["rank"]: e["pid"] for e in self.starts(job, 1)}, pids)
+
     def test_ranks_finish_while_agent_down(self):
         """The exit of a rank whose agent is down must be recorded where the restarted
         agent finds it: the job succeeds, it is not lost."""
@@ -282,6 +298,49 @@ class FaultsTest(axtest.ClusterTestCase):
         self.assertEqual(view["attempt"], 1)
         self.assertEqual(view["restarts"], 0)
         self.assertEqual({e["rank"]: e["pid"] for e in self.starts(job, 1)}, pids)
+
+
+    def test_partition_across_controller_restart(self):
+        """A node cut off just before the controller crashes must still be declared lost
+        by the new controller (it cannot trust leases it never saw), and the job must
+        move only after the old ranks have fenced themselves."""
+        c = self.cluster(2)
+        job = c.work_job("cutrestart", ranks=2, ranks_per_node=2, steps=120, step_ms=50,
+                         checkpoint_every=5)
+        job.id = c.submit(job.spec)["id"]
+        lost = self.node_of(c.wait_running(job.id))
+        other = "n2" if lost == "n1" else "n1"
+        self.wait_checkpoint(c, job, 5)
+        c.cut_node(lost)
+        c.restart_controller()
+        ranks = c.wait_running(job.id, timeout=lease_s() + 20, attempt=2)
+        self.assertEqual(self.node_of(ranks), other)
+        c.heal_node(lost)
+        view = self.assert_succeeded_with_value(c, job, timeout=60)
+        self.assertEqual(view["attempt"], 2)
+        self.assertEqual(self.attempt(view, 1)["end_reason"], "node_lost")
+        self.assert_no_overlap(job)
+
+    def test_checkpoint_committed_while_controller_down_is_used(self):
+        """Checkpoints committed while the controller is down reach it after the restart:
+        rank 0 hangs right after committing step 20, which happened during the outage,
+        so attempt 2 must resume from 20."""
+        c = self.start_cluster(2)
+        job = c.work_job("ckptdown", ranks=2, ranks_per_node=1, steps=60, step_ms=50,
+                         checkpoint_every=5, args=["--hang-at", "23@1", "--fault-rank", "0"],
+                         hang_timeout_s=2)
+        job.id = c.submit(job.spec)["id"]
+        c.wait_running(job.id)
+        self.wait_checkpoint(c, job, 5)
+        c.kill_controller()
+        axtest.wait_for(lambda: 20 in job.committed_steps(), 10,
+                        "checkpoint 20 committed while the controller is down")
+        c.restart_controller()
+        view = self.assert_succeeded_with_value(c, job, timeout=60)
+        self.assertEqual(view["attempt"], 2)
+        self.assertEqual(self.attempt(view, 1)["end_reason"], "hang")
+        self.assertEqual(self.attempt(view, 2)["resume_step"], 20)
+        self.assert_no_overlap(job)
 
 
 if __name__ == "__main__":

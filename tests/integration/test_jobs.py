@@ -158,5 +158,23 @@ class JobsTest(axtest.ClusterTestCase):
         self.assert_succeeded_with_value(c, fresh, timeout=30)
 
 
+    def test_acknowledged_submits_survive_controller_crash(self):
+        """Every submit answered 2xx is durable: SIGKILL right after the last answer."""
+        c = self.start_cluster(1)
+        ids, specs = [], []
+        for i in range(20):
+            specs.append(c.work_job("durable%d" % i, steps=1, step_ms=1).spec)
+            ids.append(c.submit(specs[i], key="durable-%d" % i)["id"])
+        self.assertEqual(len(set(ids)), 20)
+        c.restart_controller()
+        listed = {j["id"]: j for j in c.list_jobs()}
+        self.assertEqual(sorted(i for i in listed if i in ids), sorted(ids))
+        for i, job_id in enumerate(ids):
+            again = c.submit(specs[i], key="durable-%d" % i)
+            self.assertEqual(again["id"], job_id, "idempotency key %d forgotten" % i)
+        for job_id in ids:
+            self.assertEqual(c.wait_job(job_id, timeout=60)["state"], "succeeded")
+
+
 if __name__ == "__main__":
     axtest.main()
