@@ -13,10 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "logproxy.h"
 #include "metrics.h"
 #include "routes.h"
 #include "util.h"
@@ -36,6 +39,7 @@ struct Request {
         size_t len;
         bool too_large;
         struct MHD_Connection *connection;
+        Api *api;
         ApiRoute route;
         int64_t started_us;
         TokenIdentity who; /* when authentication is on */
@@ -45,6 +49,11 @@ struct Request {
         const char *content_type; /* NULL: JSON */
         const char *location; /* for redirects */
         char *location_buf;
+        /* A rank log streamed from its agent (logproxy.h). */
+        LogProxy *proxy;
+        char proxy_status[8]; /* the status line read so far */
+        size_t proxy_status_len;
+        bool proxy_started; /* the answer is queued; the body streams */
         /* Long-poll of an agent sync. */
         char *wait_node;
         uint64_t wait_version;
@@ -56,6 +65,7 @@ struct Request {
 struct Api {
         Controller *ctl;
         struct MHD_Daemon *mhd;
+        int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
         Request *waiting; /* suspended: for commit or for a node change */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
@@ -320,10 +330,13 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
         _cleanup_free_ char *path = xasprintf("/v1/logs/%lld/%d/%d", (long long) job->id,
                                               r->attempt, r->rank);
         _cleanup_free_ char *signed_query = ctl_log_url_query(api->ctl, node->name, path);
-        req->location_buf = xasprintf("http://%s%s%s%s", node->address, path, signed_query,
-                                      following ? (*signed_query ? "&follow=1" : "?follow=1") : "");
-        req->location = req->location_buf;
-        request_set_answer(req, 307, json_pack("{s:s}", "location", req->location_buf));
+        _cleanup_free_ char *url = xasprintf("http://%s%s%s%s", node->address, path, signed_query,
+                                             following ? (*signed_query ? "&follow=1" : "?follow=1")
+                                                       : "");
+        if (logproxy_start(url, following, &req->proxy) < 0) {
+                request_set_error(req, 500, "internal", NULL, "cannot start streaming the log");
+                return;
+        }
 }
 
 /* Routes under /v1/jobs/{id}: the id must name a job. */
@@ -674,6 +687,63 @@ static void request_suspend(Api *api, Request *req, struct MHD_Connection *con) 
         MHD_suspend_connection(con);
 }
 
+/* Waits (suspended) until the stream's pipe has data; one-shot, so a slow client whose
+ * stream has data pending does not wake the loop over and over. */
+static void proxy_wait(Api *api, Request *req) {
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = req};
+        if (epoll_ctl(api->proxy_ep, EPOLL_CTL_MOD, logproxy_fd(req->proxy), &ev) < 0)
+                epoll_ctl(api->proxy_ep, EPOLL_CTL_ADD, logproxy_fd(req->proxy), &ev);
+        MHD_suspend_connection(req->connection);
+}
+
+static ssize_t proxy_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        Request *req = cls;
+        ssize_t n = read(logproxy_fd(req->proxy), buf, max);
+        if (n > 0)
+                return n;
+        if (n == 0)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        if (errno == EAGAIN || errno == EINTR) {
+                proxy_wait(req->api, req);
+                return 0;
+        }
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/*
+ * Reads the agent's status line of a log stream and queues the answer that streams the
+ * body; suspends again while the line is not complete.
+ */
+static enum MHD_Result proxy_answer(Api *api, Request *req, struct MHD_Connection *con) {
+        while (req->proxy_status_len < sizeof(req->proxy_status) - 1) {
+                char c;
+                ssize_t n = read(logproxy_fd(req->proxy), &c, 1);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                        req->connection = con;
+                        proxy_wait(api, req);
+                        return MHD_YES;
+                }
+                if (n <= 0 || c == '\n')
+                        break;
+                req->proxy_status[req->proxy_status_len++] = c;
+        }
+        req->proxy_status[req->proxy_status_len] = '\0';
+        unsigned status = (unsigned) atoi(req->proxy_status);
+        if (status < 100 || status > 599)
+                status = 502;
+        struct MHD_Response *resp =
+                MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, proxy_read, req, NULL);
+        if (!resp)
+                return MHD_NO;
+        MHD_add_response_header(resp, "Content-Type",
+                                status < 400 ? "text/plain; charset=utf-8" : "application/json");
+        req->status = status;
+        req->proxy_started = true;
+        enum MHD_Result r = MHD_queue_response(con, status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -684,6 +754,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
                 req = xcalloc(1, sizeof(Request));
                 req->route = ROUTE_NOT_FOUND;
                 req->who.role = _TOKEN_ROLE_INVALID;
+                req->connection = con;
                 req->started_us = now_us();
                 *con_cls = req;
                 return MHD_YES;
@@ -701,7 +772,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         }
         if (req->answer)
                 return queue_answer(con, req); /* resumed with a prepared answer */
+        if (req->proxy)
+                return req->proxy_started ? MHD_YES : proxy_answer(api, req, con);
+        req->api = api;
         bool wait = route(api, req, con, method, url);
+        if (req->proxy && !req->answer)
+                return proxy_answer(api, req, con);
         if (wait || ctl_turn_has_writes(api->ctl)) {
                 request_suspend(api, req, con);
                 return MHD_YES;
@@ -725,6 +801,10 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         free(req->location_buf);
         free(req->wait_node);
         token_identity_clear(&req->who);
+        if (req->proxy) {
+                epoll_ctl(api->proxy_ep, EPOLL_CTL_DEL, logproxy_fd(req->proxy), NULL);
+                logproxy_release(req->proxy);
+        }
         free(req);
         *con_cls = NULL;
 }
@@ -742,6 +822,11 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         Api *api = xcalloc(1, sizeof(Api));
         api->ctl = ctl;
         api->auth = opts->auth;
+        api->proxy_ep = epoll_create1(EPOLL_CLOEXEC);
+        if (api->proxy_ep < 0) {
+                free(api);
+                return -errno;
+        }
         for (int r = 0; r <= _ROUTE_MAX; r++)
                 histogram_init_latency(&api->latency[r]);
         /*
@@ -777,6 +862,7 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         api->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, api, MHD_OPTION_ARRAY,
                                     items, MHD_OPTION_END);
         if (!api->mhd) {
+                close(api->proxy_ep);
                 free(api);
                 return -EIO;
         }
@@ -792,8 +878,24 @@ Api *api_free(Api *api) {
                 MHD_resume_connection(r->connection);
         api->waiting = NULL;
         MHD_stop_daemon(api->mhd);
+        close(api->proxy_ep);
         free(api);
         return NULL;
+}
+
+int api_streams_fd(Api *api) {
+        return api->proxy_ep;
+}
+
+void api_streams_run(Api *api) {
+        struct epoll_event events[32];
+        int n = epoll_wait(api->proxy_ep, events, 32, 0);
+        for (int i = 0; i < n; i++) {
+                Request *req = events[i].data.ptr;
+                MHD_resume_connection(req->connection);
+        }
+        if (n > 0)
+                MHD_run(api->mhd);
 }
 
 int api_fd(Api *api) {

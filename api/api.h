@@ -23,6 +23,11 @@ typedef struct ApiOptions {
 /* Serves on listen_fd (already bound and listening; the Api owns it). 0 or -errno. */
 int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret);
 Api *api_free(Api *api);
+/* Log streams (GET /v1/jobs/{id}/logs): an fd to watch, and what to call when it is
+ * readable (a stream has data for its suspended client). */
+int api_streams_fd(Api *api);
+void api_streams_run(Api *api);
+
 /* The fd to watch for readability (libmicrohttpd's epoll set). */
 int api_fd(Api *api);
 /* Processes ready connections; call when api_fd is readable or the timeout passes. */

@@ -5,7 +5,7 @@
  */
 #include "views.h"
 
-#include "sched.h"
+#include "scheduler.h"
 #include "util.h"
 
 json_t *view_time(int64_t wall_ms) {

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sched.h"
+#include "scheduler.h"
 #include "util.h"
 
 #define GPUS_PER_NODE 8

@@ -142,7 +142,8 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
         if (req->timeout_ms > 0)
                 curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, req->timeout_ms);
         if (req->follow_redirects) {
-                /* Log requests are answered with 307 to the agent that holds the file. */
+                /* The controller streams logs itself; a redirect (as older controllers
+                 * sent) is followed to the agent that holds the file. */
                 curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
                 curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
         }

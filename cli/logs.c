@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What ranks printed and what happened to jobs: `logs` (a rank's log, fetched through
- * the controller's 307 redirect to the agent that holds it), `status --env` (the
+ * streamed by the controller from the agent that holds it; redirects are followed too), `status --env` (the
  * environment block the agent writes at the top of every rank log) and `events` (the
  * audit trail, optionally followed by polling /v1/events?after=SEQ).
  */
@@ -216,7 +216,7 @@ int cli_cmd_logs(CliContext *ctx, int argc, char **argv) {
         if (id == 0)
                 return cli_args_missing(ctx, "logs", "a JOB id");
 
-        /* follow=1 goes to the controller, which carries the query into its redirect. */
+        /* follow=1 asks the controller to keep streaming until the rank ends. */
         _cleanup_free_ char *path = logs_path(id, rank, attempt, follow);
         CliRequest req = { .method = "GET", .path = path, .follow_redirects = true,
                            .stream = true };

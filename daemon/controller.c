@@ -16,7 +16,7 @@
 #include "controller-internal.h"
 #include "health.h"
 #include "log.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "util.h"
 
 /*

@@ -6,6 +6,7 @@
  * requests that wrote are answered.
  */
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -343,6 +344,8 @@ static int listen_on(const char *address, int *ret_port) {
 int main(int argc, char **argv) {
         if (argc > 1 && strcmp(argv[1], "token") == 0)
                 return token_command(argc - 1, argv + 1);
+        /* Before any thread: log streams fetch from agents with libcurl (api/logproxy.c). */
+        curl_global_init(CURL_GLOBAL_DEFAULT);
         Settings settings = {
                 .listen = xstrdup("127.0.0.1:8470"),
                 .db_path = xstrdup("axctld.db"),
@@ -444,6 +447,9 @@ int main(int argc, char **argv) {
         epoll_ctl(ep, EPOLL_CTL_ADD, api_fd(api), &ev);
         ev.data.fd = sfd;
         epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+        int streams_fd = api_streams_fd(api);
+        ev.data.fd = streams_fd;
+        epoll_ctl(ep, EPOLL_CTL_ADD, streams_fd, &ev);
 
         /* The one line on stdout: scripts and tests read the address from it. */
         _cleanup_free_ char *host = xstrdup(listen_addr);
@@ -505,6 +511,8 @@ int main(int argc, char **argv) {
                         break;
                 }
                 for (int i = 0; i < n; i++) {
+                        if (events[i].data.fd == streams_fd)
+                                api_streams_run(api);
                         if (events[i].data.fd != sfd)
                                 continue;
                         struct signalfd_siginfo si;

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sched.h"
+#include "scheduler.h"
 #include "spec.h"
 #include "states.h"
 

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sched.h"
+#include "scheduler.h"
 #include "strmap.h"
 
 /* Which capacity a fit is measured against. */

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
+#include "scheduler.h"
 #include "strmap.h"
 #include "util.h"
 

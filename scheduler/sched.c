@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "fleet.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "strmap.h"
 #include "util.h"
 

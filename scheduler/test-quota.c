@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../tests/unit/check.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "util.h"
 
 typedef struct ErrorCase {

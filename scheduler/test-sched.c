@@ -10,7 +10,7 @@
 
 #include "../tests/unit/check.h"
 #include "util.h"
-#include "sched.h"
+#include "scheduler.h"
 
 /* A node with 8 GPUs: switches 0..3 with two GPUs each, NUMA 0 for switches 0-1. */
 static SchedDevice gpus8[2][8];
