@@ -189,7 +189,9 @@ class AgentSecurityTest(unittest.TestCase):
         self.fake = FakeController()
         nobody = pwd.getpwnam("nobody")
         script = ('id -u; echo "HOME=$HOME USER=$USER"; env; '
-                  'ls /proc/$$/fd | tr "\\n" " "; echo; umask')
+                  # A child started before any pipe shows the fds the rank got; the
+                  # shell's own list would race with the pipe of this very command.
+                  'sleep 5 & p=$!; ls /proc/$p/fd | tr "\\n" " "; echo; kill $p; umask')
         self.fake.desired = [self.rank(1, "nobody", script),
                              self.rank(2, "root", "touch %s/pwned" % self.tmp),
                              self.rank(3, "no-such-user-axtest", "true")]
