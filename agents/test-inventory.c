@@ -39,13 +39,7 @@ static void test_power8(const char *xml) {
 }
 
 static void test_h100(const char *xml) {
-        _cleanup_free_ char *root = test_tmpdir();
-        _cleanup_free_ char *dev = xasprintf("%s/dev", root);
-        CHECK(mkdir(dev, 0755) == 0);
-        for (int i = 0; i < 8; i++) {
-                _cleanup_free_ char *node = xasprintf("%s/nvidia%d", dev, i);
-                test_write(node, "");
-        }
+        _cleanup_free_ char *root = test_fake_nvidia_root(8);
         AccelConfig cfg = { .dev_root = root, .sys_root = root };
         AgentInventory inv;
         CHECK(agent_inventory_load(&inv, xml, &cfg) == 0);

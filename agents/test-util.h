@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -43,3 +44,18 @@ static inline void test_write(const char *path, const char *text) {
         fputs(text, f);
         fclose(f);
 }
+
+/* A scratch root whose dev/ holds n fake NVIDIA device nodes (nvidia0..), for --dev-root. */
+static inline char *test_fake_nvidia_root(int n) {
+        char *root = test_tmpdir();
+        char *dev = xasprintf("%s/dev", root);
+        CHECK(mkdir(dev, 0755) == 0);
+        for (int i = 0; i < n; i++) {
+                char *node = xasprintf("%s/nvidia%d", dev, i);
+                test_write(node, "");
+                free(node);
+        }
+        free(dev);
+        return root;
+}
+
