@@ -28,6 +28,10 @@ import threading
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+import testca  # noqa: E402  (the CA helper shared with tests/integration)
+
 AXAGENT = os.environ.get("AXAGENT", "build/agents/axagent")
 TOKEN = "axt_agent_n1_0123456789abcdef"
 
@@ -220,18 +224,8 @@ class AgentSecurityTest(unittest.TestCase):
     def test_https_needs_the_right_ca(self):
         if not shutil.which("openssl"):
             self.skipTest("no openssl command")
-        ca_key, ca = os.path.join(self.tmp, "ca.key"), os.path.join(self.tmp, "ca.pem")
-        key, csr, crt = (os.path.join(self.tmp, n) for n in ("srv.key", "srv.csr", "srv.pem"))
-        ext = os.path.join(self.tmp, "ext.cnf")
-        with open(ext, "w") as f:
-            f.write("subjectAltName=DNS:localhost\n")
-        run = lambda *a: subprocess.run(a, check=True, capture_output=True)
-        run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key,
-            "-out", ca, "-days", "1", "-subj", "/CN=axtest-ca")
-        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
-            "-subj", "/CN=localhost")
-        run("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
-            "-CAcreateserial", "-out", crt, "-days", "1", "-extfile", ext)
+        # Valid for localhost only, so that connecting by address tests name checking.
+        ca, crt, key = testca.make_test_ca(self.tmp, names=("DNS:localhost",))
         self.fake = FakeController(tls=(crt, key))
 
         # Without the CA: no request gets through the handshake.

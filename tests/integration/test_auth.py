@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 
 import axtest
+import testca
 
 
 def token(db, *args):
@@ -196,23 +197,6 @@ class AuthTest(axtest.ClusterTestCase):
                 s.close()
 
 
-def make_ca(tmp):
-    """A private CA and a server certificate for 127.0.0.1 signed by it (openssl)."""
-    ca_key, ca_crt = os.path.join(tmp, "ca.key"), os.path.join(tmp, "ca.crt")
-    key, csr, crt = (os.path.join(tmp, n) for n in ("server.key", "server.csr", "server.crt"))
-    ext = os.path.join(tmp, "san.ext")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    run = lambda *a: subprocess.run(a, check=True, capture_output=True, timeout=60)
-    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key,
-        "-out", ca_crt, "-days", "2", "-subj", "/CN=axctl test CA")
-    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
-        "-subj", "/CN=127.0.0.1")
-    run("openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key,
-        "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
-    return ca_crt, crt, key
-
-
 class SecureClusterTest(axtest.ClusterTestCase):
     """The whole flow with authentication and TLS on: agents with their own tokens over
     https, a user submitting through axctl, logs streamed through the controller."""
@@ -220,7 +204,7 @@ class SecureClusterTest(axtest.ClusterTestCase):
     def test_submit_to_success_over_tls_with_tokens(self):
         tmp = tempfile.mkdtemp(prefix="axtest-tls-")
         self.addCleanup(shutil.rmtree, tmp, True)
-        ca, crt, key = make_ca(tmp)
+        ca, crt, key = testca.make_test_ca(tmp)
         c = axtest.Cluster(2, controller_args=["--auth", "--tls-cert", crt, "--tls-key", key],
                            name="tls")
         self.addCleanup(self._finish_cluster, c)
