@@ -79,7 +79,9 @@ struct Agent {
         bool failing; /* the last request failed: log recovery once */
         int64_t lease_ms;
         int64_t sync_period_ms;
-        int64_t last_contact_ms;
+        int64_t request_sent_ms; /* when the request in flight was sent, both clocks */
+        int64_t request_sent_boot_ms;
+        int64_t last_contact_ms; /* send time of the last answered request */
         bool fenced;
 
         /* Periodic work. */
@@ -299,11 +301,20 @@ static size_t agent_response_write(char *data, size_t size, size_t nmemb, void *
 static int64_t agent_wait_ms(const Agent *a) {
         if (a->dirty)
                 return 0;
-        return a->sync_period_ms < AGENT_MAX_WAIT_MS ? a->sync_period_ms : AGENT_MAX_WAIT_MS;
+        /*
+         * The lease counts from the send time of the last answered request, so while a
+         * sync is held its predecessor's lease keeps running: two holds must fit in one
+         * lease with room to spare, or the ranks would be fenced while all is well.
+         */
+        int64_t wait = a->sync_period_ms < AGENT_MAX_WAIT_MS ? a->sync_period_ms
+                                                            : AGENT_MAX_WAIT_MS;
+        return wait < a->lease_ms / 4 ? wait : a->lease_ms / 4;
 }
 
 static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         agent_request_drop(a);
+        a->request_sent_ms = now;
+        a->request_sent_boot_ms = util_boot_ms();
         json_t *body;
         _cleanup_free_ char *url = NULL;
         int64_t timeout_ms, wait_ms = agent_wait_ms(a);
@@ -476,12 +487,18 @@ static void agent_converge(Agent *a, const SyncAnswer *ans, uint64_t request_id,
         }
 }
 
-static void agent_contact_ok(Agent *a, int64_t now) {
+/*
+ * The controller answered the request sent at request_sent_ms, so it received it no
+ * earlier and will not declare this node lost before that time + lease + grace: the
+ * lease runs from then, for this agent and for every rank supervisor of the node.
+ */
+static void agent_contact_ok(Agent *a) {
         if (a->failing)
                 log_info("Controller at %s reachable again", a->controller);
         a->failing = false;
-        a->last_contact_ms = now;
+        a->last_contact_ms = a->request_sent_ms;
         a->fenced = false;
+        rank_table_renew_lease(a->ranks, a->request_sent_boot_ms + a->lease_ms);
 }
 
 static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
@@ -535,7 +552,7 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                                              "Controller sent a malformed answer to register");
                         return;
                 }
-                agent_contact_ok(a, now);
+                agent_contact_ok(a);
                 log_info("Registered as %s with %s (lease %" PRId64 " ms, sync period %" PRId64
                          " ms)",
                          a->cfg.node, a->controller, a->lease_ms, a->sync_period_ms);
@@ -550,9 +567,9 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 agent_request_failed(a, now, "Controller sent a malformed answer to sync");
                 return;
         }
-        agent_contact_ok(a, now);
         if (ans.lease_ms > 0)
                 a->lease_ms = ans.lease_ms;
+        agent_contact_ok(a);
         if (ans.version != a->version)
                 log_debug("Desired state version %" PRId64 ": %zu ranks", ans.version,
                           ans.n_ranks);

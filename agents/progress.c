@@ -108,9 +108,12 @@ int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path)
                 int64_t step;
                 if (checkpoint_parse_name(de->d_name, &step) < 0 || step <= best)
                         continue;
-                _cleanup_free_ char *index = xasprintf("%s/%s/index", dir, de->d_name);
+                /* A step is a real directory of dir: a symlink could name any path on
+                 * the node, and the controller takes the path as the resume point. */
+                _cleanup_free_ char *step_dir = xasprintf("%s/%s", dir, de->d_name);
+                _cleanup_free_ char *index = xasprintf("%s/index", step_dir);
                 struct stat st;
-                if (stat(index, &st) < 0)
+                if (lstat(step_dir, &st) < 0 || !S_ISDIR(st.st_mode) || lstat(index, &st) < 0)
                         continue;
                 best = step;
                 free(best_name);

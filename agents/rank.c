@@ -29,6 +29,7 @@ struct RankTable {
         char *state_dir;
         char *ranks_dir;
         char *boot_id;
+        NodeLease *lease;
         Rank **ranks;
         size_t n_ranks;
 };
@@ -84,7 +85,12 @@ int rank_table_new(const char *state_dir, const char *boot_id, RankTable **ret) 
         r = util_mkdir_p(logs_dir, 0755);
         if (r < 0)
                 return r;
+        NodeLease *lease;
+        r = node_lease_open(state_dir, &lease);
+        if (r < 0)
+                return r;
         RankTable *t = xcalloc(1, sizeof(*t));
+        t->lease = lease;
         t->state_dir = xstrdup(state_dir);
         t->ranks_dir = TAKE_PTR(ranks_dir);
         t->boot_id = xstrdup(boot_id);
@@ -109,11 +115,16 @@ RankTable *rank_table_free(RankTable *t) {
         for (size_t i = 0; i < t->n_ranks; i++)
                 rank_free(t->ranks[i]);
         free(t->ranks);
+        node_lease_close(t->lease);
         free(t->state_dir);
         free(t->ranks_dir);
         free(t->boot_id);
         free(t);
         return NULL;
+}
+
+void rank_table_renew_lease(RankTable *t, int64_t deadline_boot_ms) {
+        node_lease_renew(t->lease, deadline_boot_ms);
 }
 
 size_t rank_table_count(const RankTable *t) {
@@ -296,6 +307,7 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                 .envp = l->envp,
                 .user = l->run_as,
                 .progress_path = progress,
+                .lease = t->lease,
         };
         r = agent_shim_spawn(&sl, &rank->shim_pid, &rank->rank_pid);
         if (r < 0) {
@@ -310,12 +322,21 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         return 0;
 }
 
+/* Signals the rank's process group, and the rank itself in case it left the group: once
+ * it ends, its shim kills whatever else it started. */
+static void rank_signal(const Rank *r, int sig) {
+        if (r->rank_pid <= 0)
+                return;
+        kill(-r->rank_pid, sig);
+        if (getpgid(r->rank_pid) != r->rank_pid)
+                kill(r->rank_pid, sig);
+}
+
 void rank_kill(Rank *r, int64_t now_ms, int64_t grace_ms) {
         if (r->state != AGENT_RANK_RUNNING || r->stopping)
                 return;
         r->stopping = true;
-        if (r->rank_pid > 0)
-                kill(-r->rank_pid, SIGTERM);
+        rank_signal(r, SIGTERM);
         r->kill_deadline_ms = now_ms + (grace_ms > 0 ? grace_ms : 0);
 }
 
@@ -325,8 +346,7 @@ void rank_table_tick(RankTable *t, int64_t now_ms) {
                 if (r->state != AGENT_RANK_RUNNING || r->kill_deadline_ms == 0 ||
                     now_ms < r->kill_deadline_ms)
                         continue;
-                if (r->rank_pid > 0)
-                        kill(-r->rank_pid, SIGKILL);
+                rank_signal(r, SIGKILL);
                 r->kill_deadline_ms = 0;
         }
 }

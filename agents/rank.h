@@ -68,8 +68,14 @@ typedef struct RankLaunch {
         int error_exit;
 } RankLaunch;
 
-/* Creates <state_dir>/ranks and <state_dir>/logs. boot_id fences pids of earlier boots. */
+/* Creates <state_dir>/ranks and <state_dir>/logs and opens the node lease
+ * <state_dir>/lease. boot_id fences pids of earlier boots. */
 int rank_table_new(const char *state_dir, const char *boot_id, RankTable **ret);
+/*
+ * Records the node lease's new deadline (CLOCK_BOOTTIME ms): every rank of the node,
+ * re-adopted ones included, is killed by its shim once it passes (lease.h).
+ */
+void rank_table_renew_lease(RankTable *t, int64_t deadline_boot_ms);
 /* Frees the table; ranks keep running. Returns NULL. */
 RankTable *rank_table_free(RankTable *t);
 

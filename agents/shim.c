@@ -10,15 +10,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "proctree.h"
 #include "util.h"
 
 extern char **environ;
@@ -108,6 +113,68 @@ static int shim_write_pid(const char *dir, const char *name, pid_t pid) {
         return util_write_file_atomic(path, buf, (size_t) len);
 }
 
+/* Scans of /proc before a rank's tree counts as gone (2 ms apart). */
+#define SHIM_KILL_ROUNDS 500
+/* The longest sleep between lease checks: poll() sleeps on CLOCK_MONOTONIC, which stops
+ * while the host is suspended, and the deadline is on CLOCK_BOOTTIME, which does not. */
+#define SHIM_LEASE_CHECK_MAX_MS 1000
+
+/* Kills the rank and everything it started: the node's lease has run out. */
+static void shim_fence(pid_t rank, int64_t late_ms) {
+        dprintf(STDERR_FILENO,
+                "axagent: the node's lease ran out %" PRId64 " ms ago (the agent is gone, "
+                "stopped, hung or cut off from the controller): killing the rank and every "
+                "process it started\n",
+                late_ms);
+        kill(-rank, SIGKILL);
+        kill(rank, SIGKILL);
+        (void) proctree_kill(getpid(), rank, SHIM_KILL_ROUNDS);
+}
+
+/*
+ * Waits for the rank, reaping the orphans that come back to us on the way, and fences it
+ * when the lease the agent keeps renewing in l->lease runs out. Returns its wait status.
+ */
+static int shim_wait_rank(const ShimLaunch *l, pid_t rank) {
+        sigset_t chld;
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &chld, NULL);
+        int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+        bool fenced = false;
+        for (;;) {
+                int st;
+                pid_t p;
+                while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+                        if (p == rank) {
+                                if (sfd >= 0)
+                                        close(sfd);
+                                return st;
+                        }
+                if (p < 0 && errno == ECHILD)
+                        return SHIM_EXIT_LAUNCH_FAILED << 8;
+
+                int64_t left = node_lease_deadline(l->lease) - util_boot_ms();
+                if (left <= 0 && !fenced) {
+                        shim_fence(rank, -left);
+                        fenced = true;
+                }
+                int timeout = left <= 0 ? 100 : (int) (left < SHIM_LEASE_CHECK_MAX_MS
+                                                               ? left
+                                                               : SHIM_LEASE_CHECK_MAX_MS);
+                struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+                if (sfd >= 0) {
+                        if (poll(&pfd, 1, timeout) > 0) {
+                                struct signalfd_siginfo si;
+                                while (read(sfd, &si, sizeof(si)) > 0)
+                                        ;
+                        }
+                } else {
+                        poll(NULL, 0, min_int(timeout, 10));
+                }
+        }
+}
+
 /* The shim itself, in its own session: never returns. fd 3 is the pipe to the agent. */
 _Noreturn static void shim_run(const ShimLaunch *l) {
         ShimPids pids = { .shim = getpid(), .rank = -1 };
@@ -120,6 +187,8 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
                 (void) fchown(STDOUT_FILENO, u->uid, u->gid);
 
         (void) shim_write_pid(l->rank_dir, "shim.pid", pids.shim);
+        /* Before the fork: orphans of the rank's tree must come back to us, not to init. */
+        (void) prctl(PR_SET_CHILD_SUBREAPER, 1);
         /*
          * The rank is forked while every signal is at its default: an ignored SIGTERM
          * would survive into it (ignored dispositions outlive exec) and a kill arriving
@@ -147,15 +216,18 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         (void) shim_write_pid(l->rank_dir, "rank.pid", rank);
         (void) !write(3, &pids, sizeof(pids));
         close(3);
+        /* The fence must outlive what it fences: the OOM killer picks a rank, not us. */
+        int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (oom >= 0) {
+                (void) !write(oom, "-1000", 5);
+                close(oom);
+        }
 
-        int st;
-        while (waitpid(rank, &st, 0) < 0)
-                if (errno != EINTR) {
-                        st = SHIM_EXIT_LAUNCH_FAILED << 8;
-                        break;
-                }
-        /* Children the rank left behind in its group would still hold devices. */
+        int st = shim_wait_rank(l, rank);
+        /* Whatever the rank started is stopped with it: its group, and what left the
+         * group (setsid, double fork) but, orphaned, came back to us, the subreaper. */
         kill(-rank, SIGKILL);
+        (void) proctree_kill(getpid(), -1, SHIM_KILL_ROUNDS);
 
         RankExit ex = WIFSIGNALED(st) ? (RankExit){ .signaled = true, .code = WTERMSIG(st) }
                                       : (RankExit){ .signaled = false, .code = WEXITSTATUS(st) };

@@ -6,12 +6,19 @@
  * its exit status atomically into the rank's state directory before exiting. Any later
  * agent reads that file; the agent that started the rank watches the shim with a pidfd
  * to learn of the exit at once.
+ *
+ * The shim is also the rank's fence and its container. It watches the node lease
+ * (lease.h) and kills the rank once the lease runs out, so a rank never outlives its
+ * lease even when the agent is dead or stopped. It is a child subreaper, so nothing the
+ * rank starts can leave its tree, and when the rank ends (or is fenced) every process
+ * left in that tree is killed too (proctree.h).
  */
 #pragma once
 
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "lease.h"
 #include "userpolicy.h"
 
 /* How a rank ended: an exit code, or the signal that killed it. */
@@ -28,6 +35,7 @@ typedef struct ShimLaunch {
         char *const *envp; /* the complete environment of the rank */
         const RankUser *user; /* NULL, or do_switch false: run as the agent's account */
         const char *progress_path; /* handed to the user the rank runs as; may be NULL */
+        const NodeLease *lease; /* the rank is killed, with all it started, once it runs out */
 } ShimLaunch;
 
 /* Exit code of a rank that could not be started (bad workdir, exec failure). */

@@ -18,6 +18,12 @@
 
 static const char boot_id[] = "test-boot";
 
+/* A table whose node lease lasts longer than any test: test-lease.c tests fencing. */
+static void table_open(const char *state, const char *boot, RankTable **t) {
+        CHECK(rank_table_new(state, boot, t) == 0);
+        rank_table_renew_lease(*t, util_boot_ms() + 600 * 1000);
+}
+
 /* Waits up to 10 s for r to end. */
 static void wait_exit(Rank *r) {
         for (int i = 0; i < 100; i++) {
@@ -46,7 +52,7 @@ static void test_adopt_and_kill(const char *state) {
         char *envp[] = { "AXCTL_RANK=0", "PATH=/usr/bin:/bin", NULL };
         RankKey key = { 7, 1, 0 };
         RankTable *t;
-        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        table_open(state, boot_id, &t);
         RankLaunch l = { .key = key, .argv = argv, .envp = envp, .checkpoint_dir = "/ckpt/x",
                          .hang_timeout_s = 60 };
         Rank *r;
@@ -72,7 +78,7 @@ static void test_adopt_and_kill(const char *state) {
 
         /* "Agent restart": the rank is still there and is adopted, not restarted. */
         CHECK(kill(pid, 0) == 0);
-        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        table_open(state, boot_id, &t);
         CHECK(rank_table_adopt(t) == 1);
         r = rank_table_find(t, key);
         CHECK(r && r->state == AGENT_RANK_RUNNING && r->rank_pid == pid);
@@ -88,7 +94,7 @@ static void test_adopt_and_kill(const char *state) {
         t = rank_table_free(t);
 
         /* A third agent reads the recorded status. */
-        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        table_open(state, boot_id, &t);
         CHECK(rank_table_adopt(t) == 1);
         r = rank_table_find(t, key);
         CHECK(r && r->state == AGENT_RANK_EXITED && r->exit.signaled &&
@@ -108,7 +114,7 @@ static void test_kill_escalates(const char *state) {
                          NULL };
         char *envp[] = { "PATH=/usr/bin:/bin", NULL };
         RankTable *t;
-        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        table_open(state, boot_id, &t);
         RankLaunch l = { .key = { 8, 2, 1 }, .argv = argv, .envp = envp };
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
@@ -132,7 +138,7 @@ static void test_kill_escalates(const char *state) {
 
 static void test_exits(const char *state) {
         RankTable *t;
-        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        table_open(state, boot_id, &t);
         char *envp[] = { "PATH=/usr/bin:/bin", "GREETING=hello from the env", NULL };
         Rank *r;
 
@@ -192,14 +198,14 @@ static void test_other_boot(const char *state) {
         char *argv[] = { "sleep", "30", NULL };
         char *envp[] = { "PATH=/usr/bin:/bin", NULL };
         RankTable *t;
-        CHECK(rank_table_new(state, "old-boot", &t) == 0);
+        table_open(state, "old-boot", &t);
         RankLaunch l = { .key = { 10, 1, 0 }, .argv = argv, .envp = envp };
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         pid_t pid = r->rank_pid;
         rank_table_free(t);
 
-        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        table_open(state, boot_id, &t);
         CHECK(rank_table_adopt(t) >= 1);
         r = rank_table_find(t, l.key);
         CHECK(r && r->state == AGENT_RANK_EXITED && r->exit.signaled);
@@ -227,7 +233,7 @@ static char *run_rank(RankTable *t, RankKey key, char **argv, const RankUser *ru
 
 static void test_isolation(const char *state) {
         RankTable *t;
-        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        table_open(state, boot_id, &t);
         int code;
 
         /* Descriptors the agent holds, even without O_CLOEXEC, never reach a rank. */

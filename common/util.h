@@ -51,6 +51,9 @@ static inline int min_int(int a, int b) {
 
 /* Milliseconds on CLOCK_MONOTONIC: for deadlines and intervals. */
 int64_t util_now_ms(void);
+/* Milliseconds on CLOCK_BOOTTIME: monotonic and counting suspend, one clock for every
+ * process of a host (the node lease the agent shares with its rank supervisors). */
+int64_t util_boot_ms(void);
 /* Milliseconds since the Unix epoch: for timestamps shown to people and stored. */
 int64_t util_wall_ms(void);
 /* Writes "2026-11-22T02:33:35.123Z" into buf (at least 32 bytes); returns buf. */

@@ -726,9 +726,50 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
         job_attempt_failed(ctl, job, END_RANK_EXIT, node, rr->exit_code, rr->signal, detail);
 }
 
-static void checkpoint_report(Controller *ctl, const WireCheckpoint *c) {
+/* True when path is <checkpoint_dir>/step_<digits> and the digits are step. */
+static bool checkpoint_path_in_dir(const char *dir, const char *path, int64_t step) {
+        if (!dir || !*dir || !path)
+                return false;
+        size_t len = strlen(dir);
+        while (len > 1 && dir[len - 1] == '/')
+                len--;
+        if (strncmp(path, dir, len) != 0 || strncmp(path + len, "/step_", 6) != 0)
+                return false;
+        const char *digits = path + len + 6;
+        size_t n = strspn(digits, "0123456789");
+        if (n == 0 || n > 19 || digits[n] != '\0')
+                return false;
+        return strtoll(digits, NULL, 10) == step;
+}
+
+/*
+ * A node speaks only for itself (DESIGN §4b): a checkpoint counts when the reporting
+ * node runs a rank of the job's current attempt and the path is a step directory of the
+ * job's own checkpoint_dir. Anything else is a confused or hostile agent: logged, ignored.
+ */
+static bool checkpoint_acceptable(const Job *job, const Node *node, const WireCheckpoint *c) {
+        bool holds_rank = false;
+        for (int i = 0; i < job->n_ranks && !holds_rank; i++)
+                holds_rank = job->ranks[i].attempt == job->attempt &&
+                             strcmp(job->ranks[i].node_name, node->name) == 0;
+        if (c->attempt != job->attempt || !holds_rank) {
+                log_warning("node %s reported a checkpoint of job %lld attempt %d, where it "
+                            "runs no rank of the current attempt: ignored",
+                            node->name, (long long) job->id, c->attempt);
+                return false;
+        }
+        if (!checkpoint_path_in_dir(job->spec->checkpoint_dir, c->path, c->step)) {
+                log_warning("node %s reported checkpoint path %s for step %lld of job %lld, "
+                            "not a step directory of its checkpoint_dir: ignored",
+                            node->name, c->path, (long long) c->step, (long long) job->id);
+                return false;
+        }
+        return true;
+}
+
+static void checkpoint_report(Controller *ctl, Node *node, const WireCheckpoint *c) {
         Job *job = ctl_job_find(ctl, c->job);
-        if (!job || c->step <= job->ckpt_step || c->attempt > job->attempt)
+        if (!job || c->step <= job->ckpt_step || !checkpoint_acceptable(job, node, c))
                 return;
         job->ckpt_step = c->step;
         free(job->ckpt_path);
@@ -764,10 +805,12 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
         } else if (msg->healthy && node->state == NODE_UNHEALTHY)
                 node_set_state(ctl, node, NODE_READY, "healthy again");
 
+        /* Checkpoints first: one committed just before a rank died is where the restart
+         * that its exit report causes must resume. */
+        for (int i = 0; i < msg->n_checkpoints; i++)
+                checkpoint_report(ctl, node, &msg->checkpoints[i]);
         for (int i = 0; i < msg->n_ranks; i++)
                 rank_report(ctl, node, &msg->ranks[i]);
-        for (int i = 0; i < msg->n_checkpoints; i++)
-                checkpoint_report(ctl, &msg->checkpoints[i]);
 
         /* Ranks the agent no longer has, although it had applied the state that stopped
          * them (or that started them): they are gone. Iterate a copy of the node's job

@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: MIT
+"""Containment and identity (issue 12) with the real binaries.
+
+- A node speaks only for itself: a checkpoint report from a node that runs no rank of
+  the job's current attempt, or naming a path outside the job's checkpoint_dir, never
+  becomes the job's resume point.
+- A rank and everything it starts are one unit: a rank that ignores SIGTERM, leaves its
+  process group for its supervisor's and double-forks a child into a new session is
+  gone, child included, after a cancel."""
+
+import os
+import sys
+
+import axtest
+
+ESCAPING_RANK = r"""
+import os, signal, subprocess, sys, time
+out = sys.argv[1]
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+# A grandchild in a session of its own, the way a daemon detaches.
+subprocess.Popen(["setsid", "sh", "-c", "echo $$ > %s.esc.tmp; mv %s.esc.tmp %s.esc; "
+                  "exec sleep 300" % (out, out, out)])
+os.setpgid(0, os.getsid(0))   # into the supervisor's process group
+with open(out + ".tmp", "w") as f:
+    f.write("%d\n" % os.getpid())
+os.rename(out + ".tmp", out)
+while True:
+    time.sleep(1)
+"""
+
+
+def read_pid(path):
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+class ContainmentTest(axtest.ClusterTestCase):
+    def wait_checkpoint(self, c, job, step):
+        def known():
+            lc = c.job(job.id).get("last_checkpoint")
+            return lc if lc and lc.get("step", 0) >= step else None
+        return axtest.wait_for(known, 30, "job %d's checkpoint %d reported" % (job.id, step))
+
+    def forged_sync(self, c, node, job_id, step, path):
+        body = {"node": node, "boot_id": "forged", "ranks": [],
+                "checkpoints": [{"job": job_id, "attempt": 1, "step": step, "path": path}],
+                "health": {"healthy": True, "reason": ""}}
+        # version=0: the sender claims to have applied nothing, so its empty rank list
+        # says nothing about the ranks the real agent runs.
+        c.api_ok("POST", "/v1/agent/sync?wait_ms=0&version=0", body, expect=(200,))
+
+    def test_checkpoint_only_from_own_node_and_own_dir(self):
+        c = self.start_cluster(2)
+        job = c.work_job("inject", ranks=1, steps=100, step_ms=50, checkpoint_every=5)
+        job.id = c.submit(job.spec)["id"]
+        ranks = c.wait_running(job.id)
+        owner = ranks[0]["node"]
+        other = "n2" if owner == "n1" else "n1"
+        self.wait_checkpoint(c, job, 5)
+
+        # Another node, a path outside the job's directory, and the job's own node with
+        # a path outside its directory: none of them counts.
+        self.forged_sync(c, other, job.id, 999999, "/etc/shadow")
+        self.forged_sync(c, other, job.id, 999998,
+                         os.path.join(job.checkpoint_dir, "step_00999998"))
+        self.forged_sync(c, owner, job.id, 999997, "/etc/shadow")
+        self.forged_sync(c, owner, job.id, 999996,
+                         os.path.join(job.checkpoint_dir, "..", "step_00999996"))
+        self.forged_sync(c, owner, job.id, 999995,
+                         os.path.join(job.checkpoint_dir, "step_00000001"))
+        lc = c.job(job.id).get("last_checkpoint") or {}
+        self.assertLess(lc.get("step", 0), 999995, lc)
+        self.assertTrue(lc.get("path", "").startswith(job.checkpoint_dir + "/step_"), lc)
+
+        # The job's own node naming a step directory of its own dir is a real report.
+        self.forged_sync(c, owner, job.id, 999994,
+                         os.path.join(job.checkpoint_dir, "step_00999994"))
+        lc = c.job(job.id)["last_checkpoint"]
+        self.assertEqual(lc["step"], 999994)
+        c.cancel(job.id)
+        c.wait_job(job.id)
+
+    def test_cancel_stops_a_rank_and_all_it_started(self):
+        c = self.start_cluster(1)
+        out = os.path.join(c.tmp, "escaper.pid")
+        spec = {"name": "escaper", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
+                "command": [sys.executable, "-c", ESCAPING_RANK, out]}
+        job_id = c.submit(spec)["id"]
+        c.wait_running(job_id)
+        axtest.wait_for(lambda: read_pid(out) and read_pid(out + ".esc"), 20,
+                        "the rank to detach a grandchild and leave its process group")
+        rank, escapee = read_pid(out), read_pid(out + ".esc")
+        self.assertNotEqual(os.getpgid(rank), rank)
+        self.assertEqual(os.getsid(escapee), escapee)
+
+        c.cancel(job_id)
+        view = c.wait_job(job_id, timeout=30)
+        self.assertEqual(view["state"], "cancelled")
+        # SIGTERM is ignored: the agent's kill grace (3 s) passes, then SIGKILL.
+        axtest.wait_for(lambda: not axtest.pid_alive(rank) and not axtest.pid_alive(escapee),
+                        10, "the rank %d and its detached grandchild %d to be gone"
+                        % (rank, escapee))
+
+
+if __name__ == "__main__":
+    axtest.main()
