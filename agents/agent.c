@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -57,6 +58,7 @@ struct Agent {
         char *controller;
         char hostname[256];
         char *boot_id;
+        char *agent_id; /* <state_dir>/agent-id: this state directory's identity */
         char *address;
         AccelConfig accel_cfg;
         AgentInventory inv;
@@ -123,6 +125,40 @@ static void agent_boot_id_read(Agent *a) {
         }
 }
 
+/*
+ * Reads <state_dir>/agent-id, creating it with 128 random bits on first start. The id
+ * names the state directory, not the process: a restarted agent keeps it (and may take
+ * its node back within the lease), a second agent or one whose state was lost has
+ * another, and the controller refuses it while the node's lease is live.
+ */
+static int agent_id_load(const char *state_dir, char **ret) {
+        _cleanup_free_ char *path = xasprintf("%s/agent-id", state_dir);
+        _cleanup_free_ char *data = NULL;
+        int r = util_read_file(path, &data, NULL);
+        if (r == 0) {
+                data[strcspn(data, "\n")] = '\0';
+                if (strlen(data) == 32 && strspn(data, "0123456789abcdef") == 32) {
+                        *ret = TAKE_PTR(data);
+                        return 0;
+                }
+        } else if (r != -ENOENT) {
+                return r;
+        }
+        uint8_t raw[16];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw))
+                return -errno;
+        char hex[33];
+        for (size_t i = 0; i < sizeof(raw); i++)
+                snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+        hex[32] = '\n';
+        r = util_write_file_atomic(path, hex, 33);
+        if (r < 0)
+                return r;
+        hex[32] = '\0';
+        *ret = xstrdup(hex);
+        return 0;
+}
+
 /* The address the controller gives clients for logs: the listen host, or our name. */
 static char *agent_address_make(const char *listen, const char *hostname, uint16_t port) {
         _cleanup_free_ char *host = NULL;
@@ -169,6 +205,8 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                          a->inv.devs[i].numa_node);
 
         r = rank_table_new(cfg->state_dir, a->boot_id, &a->ranks);
+        if (r >= 0)
+                r = agent_id_load(cfg->state_dir, &a->agent_id);
         if (r < 0) {
                 log_error("Cannot use state directory %s: %s", cfg->state_dir, strerror(-r));
                 goto fail;
@@ -273,6 +311,7 @@ Agent *agent_free(Agent *a) {
                 close(a->sigfd);
         free(a->controller);
         free(a->boot_id);
+        free(a->agent_id);
         free(a->address);
         free(a);
         return NULL;
@@ -318,14 +357,15 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         json_t *body;
         _cleanup_free_ char *url = NULL;
         int64_t timeout_ms, wait_ms = agent_wait_ms(a);
+        AgentIdentity id = { .boot_id = a->boot_id, .agent_id = a->agent_id };
         a->request_id++;
         if (kind == AGENT_REQUEST_REGISTER) {
-                body = agent_proto_register_body(a->cfg.node, a->hostname, a->address,
-                                                 a->boot_id, a->cfg.labels, &a->inv);
+                body = agent_proto_register_body(a->cfg.node, a->hostname, a->address, &id,
+                                                 a->cfg.labels, &a->inv);
                 url = xasprintf("%s/v1/agent/register", a->controller);
                 timeout_ms = 5000;
         } else {
-                body = agent_proto_sync_body(a->cfg.node, a->boot_id, a->ranks, a->ckpts,
+                body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts,
                                              a->n_ckpts, &a->health, a->request_id);
                 url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
                                 a->controller, wait_ms, a->version);
@@ -523,6 +563,20 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                             code ? code : "404");
                 json_decref(body);
                 a->registered = false;
+                return;
+        }
+        if (status == 409) {
+                /* Another agent holds this node's lease (node_claimed), or the node was
+                 * registered with another boot (boot_mismatch): register until the
+                 * controller takes us, which it does once that lease has run out. */
+                const char *code = agent_proto_error_code(body);
+                agent_request_failed(a, now,
+                                     "Controller refused node %s to this agent: HTTP 409 %s "
+                                     "(another agent with another state directory holds it; "
+                                     "retrying until its lease runs out)",
+                                     a->cfg.node, code ? code : "");
+                a->registered = false;
+                json_decref(body);
                 return;
         }
         if (status == 401 || status == 403) {

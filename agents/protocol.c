@@ -15,10 +15,11 @@
 #include "util.h"
 
 json_t *agent_proto_register_body(const char *node, const char *hostname, const char *address,
-                                  const char *boot_id, json_t *labels,
+                                  const AgentIdentity *id, json_t *labels,
                                   const AgentInventory *inv) {
-        return json_pack("{s:s, s:s, s:s, s:s, s:O, s:o}", "node", node, "hostname", hostname,
-                         "address", address, "boot_id", boot_id, "labels", labels, "inventory",
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:o}", "node", node, "hostname",
+                         hostname, "address", address, "boot_id", id->boot_id, "agent_id",
+                         id->agent_id, "labels", labels, "inventory",
                          agent_inventory_to_json(inv));
 }
 
@@ -54,7 +55,7 @@ static json_t *proto_rank_report(Rank *r, uint64_t request_id) {
         return o;
 }
 
-json_t *agent_proto_sync_body(const char *node, const char *boot_id, RankTable *t,
+json_t *agent_proto_sync_body(const char *node, const AgentIdentity *id, RankTable *t,
                               const AgentCheckpoint *ckpts, size_t n_ckpts,
                               const AgentHealth *health, uint64_t request_id) {
         json_t *ranks = json_array();
@@ -71,8 +72,9 @@ json_t *agent_proto_sync_body(const char *node, const char *boot_id, RankTable *
 
         json_t *h = json_pack("{s:b, s:s}", "healthy", health->healthy, "reason",
                               health->reason ? health->reason : "");
-        return json_pack("{s:s, s:s, s:o, s:o, s:o}", "node", node, "boot_id", boot_id, "ranks",
-                         ranks, "checkpoints", cps, "health", h);
+        return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "node", node, "boot_id",
+                         id->boot_id, "agent_id", id->agent_id, "ranks", ranks, "checkpoints",
+                         cps, "health", h);
 }
 
 _printf_(2, 3) static void proto_error(char **error, const char *fmt, ...) {

@@ -72,8 +72,18 @@ typedef struct AgentHealth {
         char *reason; /* malloc'd, NULL when healthy */
 } AgentHealth;
 
+/*
+ * Who is speaking for a node: the host's boot (a new boot id means every rank the node
+ * ran is gone) and the agent's state directory (agent_id, kept in <state_dir>/agent-id: a
+ * restarted agent is the same agent, a second one or one that lost its state is not).
+ */
+typedef struct AgentIdentity {
+        const char *boot_id;
+        const char *agent_id;
+} AgentIdentity;
+
 json_t *agent_proto_register_body(const char *node, const char *hostname, const char *address,
-                                  const char *boot_id, json_t *labels,
+                                  const AgentIdentity *id, json_t *labels,
                                   const AgentInventory *inv);
 
 /*
@@ -87,7 +97,7 @@ int agent_proto_parse_register(json_t *json, int64_t *lease_ms, int64_t *sync_pe
  * that have exited are stamped with request_id in exit_reported_in the first time they
  * are reported, which later tells when the controller has seen the exit.
  */
-json_t *agent_proto_sync_body(const char *node, const char *boot_id, RankTable *t,
+json_t *agent_proto_sync_body(const char *node, const AgentIdentity *id, RankTable *t,
                               const AgentCheckpoint *ckpts, size_t n_ckpts,
                               const AgentHealth *health, uint64_t request_id);
 

@@ -6,6 +6,8 @@
 #include "protocol.h"
 #include "test-util.h"
 
+
+static const AgentIdentity test_id = { .boot_id = "boot", .agent_id = "a1" };
 static void test_sync_body(void) {
         _cleanup_free_ char *state = test_tmpdir();
         RankTable *t;
@@ -19,8 +21,9 @@ static void test_sync_body(void) {
         AgentCheckpoint ck = { .job = 7, .attempt = 2, .step = 40,
                                .path = "/ckpt/step_00000040" };
         AgentHealth h = { .healthy = false, .reason = "gpu 3 fell off the bus" };
-        json_t *body = agent_proto_sync_body("n1", "boot", t, &ck, 1, &h, 5);
+        json_t *body = agent_proto_sync_body("n1", &test_id, t, &ck, 1, &h, 5);
         CHECK(strcmp(json_string_value(json_object_get(body, "node")), "n1") == 0);
+        CHECK(strcmp(json_string_value(json_object_get(body, "agent_id")), "a1") == 0);
         json_t *rank = json_array_get(json_object_get(body, "ranks"), 0);
         CHECK(json_integer_value(json_object_get(rank, "job")) == 7);
         CHECK(json_integer_value(json_object_get(rank, "attempt")) == 2);
@@ -43,7 +46,7 @@ static void test_sync_body(void) {
 
         /* A later request does not move the stamp of the first report. */
         AgentHealth ok = { .healthy = true };
-        body = agent_proto_sync_body("n1", "boot", t, NULL, 0, &ok, 9);
+        body = agent_proto_sync_body("n1", &test_id, t, NULL, 0, &ok, 9);
         CHECK(r->exit_reported_in == 5);
         health = json_object_get(body, "health");
         CHECK(json_is_true(json_object_get(health, "healthy")));
@@ -180,9 +183,11 @@ static void test_hostile_answers(void) {
 static void test_register(void) {
         AgentInventory inv = { .cpus = 8, .memory_mb = 16000, .numa_nodes = 2 };
         json_t *labels = json_pack("{s:s}", "zone", "a");
-        json_t *body = agent_proto_register_body("n1", "host", "127.0.0.1:4000", "b0f", labels,
-                                                 &inv);
+        json_t *body = agent_proto_register_body("n1", "host", "127.0.0.1:4000", &test_id,
+                                                 labels, &inv);
         CHECK(body);
+        CHECK(strcmp(json_string_value(json_object_get(body, "boot_id")), "boot") == 0);
+        CHECK(strcmp(json_string_value(json_object_get(body, "agent_id")), "a1") == 0);
         CHECK(strcmp(json_string_value(json_object_get(body, "address")), "127.0.0.1:4000") == 0);
         json_t *i = json_object_get(body, "inventory");
         CHECK(json_integer_value(json_object_get(i, "cpus")) == 8);

@@ -9,8 +9,8 @@
 #include "util.h"
 
 int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
-        static const char *const keys[] = {"node",   "hostname",  "address", "boot_id",
-                                           "labels", "inventory", NULL};
+        static const char *const keys[] = {"node",   "hostname",  "address",  "boot_id",
+                                           "agent_id", "labels", "inventory", NULL};
         static const char *const inv_keys[] = {"cpus", "memory_mb", "numa_nodes",
                                                "accelerators", NULL};
         WireRegister r = {0};
@@ -22,6 +22,7 @@ int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
             (k = json_get_string(json, "hostname", "hostname", false, 256, &r.hostname, err)) < 0 ||
             (k = json_get_string(json, "address", "address", false, 300, &r.address, err)) < 0 ||
             (k = json_get_string(json, "boot_id", "boot_id", false, 128, &r.boot_id, err)) < 0 ||
+            (k = json_get_string(json, "agent_id", "agent_id", false, 128, &r.agent_id, err)) < 0 ||
             (k = json_get_string_map(json, "labels", "labels", 64, 256, &r.labels, err)) < 0)
                 return k;
         for (const char *p = r.node; *p; p++)
@@ -136,15 +137,16 @@ static int parse_checkpoint(json_t *o, WireCheckpoint *c, JsonError *err) {
 }
 
 int wire_sync_parse(json_t *json, WireSync *ret, JsonError *err) {
-        static const char *const keys[] = {"node", "boot_id", "ranks", "checkpoints", "health",
-                                           NULL};
+        static const char *const keys[] = {"node",        "boot_id", "agent_id", "ranks",
+                                           "checkpoints", "health",  NULL};
         WireSync s = {.healthy = true, .health_reason = ""};
         int k;
         if (!json_is_object(json))
                 return json_error_set(err, "", "must be a JSON object");
         if ((k = json_check_keys(json, "", keys, err)) < 0 ||
             (k = json_get_string(json, "node", "node", true, 128, &s.node, err)) < 0 ||
-            (k = json_get_string(json, "boot_id", "boot_id", false, 128, &s.boot_id, err)) < 0)
+            (k = json_get_string(json, "boot_id", "boot_id", false, 128, &s.boot_id, err)) < 0 ||
+            (k = json_get_string(json, "agent_id", "agent_id", false, 128, &s.agent_id, err)) < 0)
                 return k;
         json_t *ranks = json_object_get(json, "ranks");
         if (ranks && !json_is_array(ranks))

@@ -18,6 +18,7 @@
 
 typedef struct WireRegister {
         const char *node, *hostname, *address, *boot_id; /* borrowed from the JSON */
+        const char *agent_id; /* the agent instance's state-directory identity; may be NULL */
         json_t *labels; /* borrowed, object of strings; NULL when the agent sent none */
         json_t *inventory; /* borrowed object */
         int cpus;
@@ -46,7 +47,7 @@ typedef struct WireCheckpoint {
 } WireCheckpoint;
 
 typedef struct WireSync {
-        const char *node, *boot_id;
+        const char *node, *boot_id, *agent_id;
         WireRankReport *ranks;
         int n_ranks;
         WireCheckpoint *checkpoints;

@@ -607,8 +607,31 @@ static void node_fail_live_attempts(Controller *ctl, Node *node, EndReason reaso
         }
 }
 
+/*
+ * One node name, one agent (DESIGN §4b): while the node's lease is live, only the agent
+ * holding it (same state directory, so same agent_id) may speak for the node. Another
+ * one (a second axagent started with the same --node, or one that lost its state and
+ * cannot know the ranks still running) waits until the lease runs out, by which time
+ * the ranks of the node have fenced themselves. 0, or -EBUSY with err set.
+ */
+static int node_claim_check(Controller *ctl, const Node *node, const char *agent_id,
+                            CtlError *err) {
+        if (!node->connected || !node->agent_id || util_streq_ptr(node->agent_id, agent_id) ||
+            health_node_lost(node->last_sync_mono, util_now_ms(), ctl->cfg.lease_ms,
+                             ctl->cfg.grace_ms))
+                return 0;
+        log_warning("node %s: refused an agent with another identity (%s) while the lease of "
+                    "agent %s is live",
+                    node->name, agent_id ? agent_id : "none", node->agent_id);
+        err_set(err, 409, "node_claimed", "node",
+                "node %s is held by another agent until its lease runs out", node->name);
+        return -EBUSY;
+}
+
 int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node, CtlError *err) {
         Node *node = ctl_node_find(ctl, msg->node);
+        if (node && node_claim_check(ctl, node, msg->agent_id, err) < 0)
+                return -EBUSY;
         bool fresh = !node;
         if (fresh) {
                 node = xcalloc(1, sizeof(Node));
@@ -628,6 +651,8 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         node->address = msg->address ? xstrdup(msg->address) : NULL;
         free(node->boot_id);
         node->boot_id = msg->boot_id ? xstrdup(msg->boot_id) : NULL;
+        free(node->agent_id);
+        node->agent_id = msg->agent_id ? xstrdup(msg->agent_id) : NULL;
         json_decref(node->labels);
         node->labels = msg->labels ? json_deep_copy(msg->labels) : json_object();
         ctl_node_set_inventory(node, msg->inventory);
@@ -793,6 +818,15 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
                  * so we learn its inventory and address from itself. */
                 err_set(err, 404, "unknown_node", NULL, "node %s is not registered", msg->node);
                 return -ENOENT;
+        }
+        if (node_claim_check(ctl, node, msg->agent_id, err) < 0)
+                return -EBUSY;
+        if (node->boot_id && msg->boot_id && strcmp(node->boot_id, msg->boot_id) != 0) {
+                /* The host rebooted since it registered: it must register again, which
+                 * declares every rank of the earlier boot lost before any starts. */
+                err_set(err, 409, "boot_mismatch", "boot_id",
+                        "node %s registered with another boot id: register again", node->name);
+                return -ESTALE;
         }
         node->last_sync_mono = util_now_ms();
         node->last_seen_ms = util_wall_ms();

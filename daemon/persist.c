@@ -56,6 +56,7 @@ Node *node_free(Node *node) {
         free(node->hostname);
         free(node->address);
         free(node->boot_id);
+        free(node->agent_id);
         free(node->reason);
         json_decref(node->labels);
         json_decref(node->inventory);

@@ -4,12 +4,16 @@
 - A node speaks only for itself: a checkpoint report from a node that runs no rank of
   the job's current attempt, or naming a path outside the job's checkpoint_dir, never
   becomes the job's resume point.
+- One node name, one agent: a second agent for a node whose lease is live (another
+  state directory, as after a lost one) is refused and starts nothing until that lease
+  runs out, by which time the ranks of the first have fenced themselves.
 - A rank and everything it starts are one unit: a rank that ignores SIGTERM, leaves its
   process group for its supervisor's and double-forks a child into a new session is
   gone, child included, after a cancel."""
 
 import os
 import sys
+import time
 
 import axtest
 
@@ -44,10 +48,20 @@ class ContainmentTest(axtest.ClusterTestCase):
             return lc if lc and lc.get("step", 0) >= step else None
         return axtest.wait_for(known, 30, "job %d's checkpoint %d reported" % (job.id, step))
 
+    def identity(self, c, node):
+        """The boot and agent identity the agent of `node` sends."""
+        with open(os.path.join(c.tmp, node, "agent-id")) as f:
+            agent_id = f.read().strip()
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot_id = f.read().strip()
+        return {"boot_id": boot_id, "agent_id": agent_id}
+
     def forged_sync(self, c, node, job_id, step, path):
-        body = {"node": node, "boot_id": "forged", "ranks": [],
-                "checkpoints": [{"job": job_id, "attempt": 1, "step": step, "path": path}],
-                "health": {"healthy": True, "reason": ""}}
+        # The attacker is root on `node`: it speaks with that agent's own identity.
+        body = self.identity(c, node)
+        body.update({"node": node, "ranks": [],
+                     "checkpoints": [{"job": job_id, "attempt": 1, "step": step, "path": path}],
+                     "health": {"healthy": True, "reason": ""}})
         # version=0: the sender claims to have applied nothing, so its empty rank list
         # says nothing about the ranks the real agent runs.
         c.api_ok("POST", "/v1/agent/sync?wait_ms=0&version=0", body, expect=(200,))
@@ -60,6 +74,15 @@ class ContainmentTest(axtest.ClusterTestCase):
         owner = ranks[0]["node"]
         other = "n2" if owner == "n1" else "n1"
         self.wait_checkpoint(c, job, 5)
+
+        # Without the node's agent identity, or from another boot, a sync is refused.
+        for key, value, code in (("agent_id", "0" * 32, "node_claimed"),
+                                 ("boot_id", "forged", "boot_mismatch")):
+            body = self.identity(c, owner)
+            body.update({"node": owner, "ranks": [], "health": {"healthy": True, "reason": ""}})
+            body[key] = value
+            status, answer, _ = c.api("POST", "/v1/agent/sync?wait_ms=0&version=0", body)
+            self.assertEqual((status, answer["error"]["code"]), (409, code), answer)
 
         # Another node, a path outside the job's directory, and the job's own node with
         # a path outside its directory: none of them counts.
@@ -82,6 +105,39 @@ class ContainmentTest(axtest.ClusterTestCase):
         self.assertEqual(lc["step"], 999994)
         c.cancel(job.id)
         c.wait_job(job.id)
+
+    def test_one_node_name_one_agent(self):
+        c = self.start_cluster(2, lease_ms=2000, grace_ms=500)
+        job = c.work_job("claim", ranks=1, steps=160, step_ms=50, checkpoint_every=5)
+        job.id = c.submit(job.spec)["id"]
+        node = c.wait_running(job.id)[0]["node"]
+        self.wait_checkpoint(c, job, 5)
+        first_pids = axtest.workload_pids(c.marker, job.id)
+
+        # A second agent claims the node with a state directory of its own.
+        argv = c._agent_argv(node)
+        state = argv[argv.index("--state-dir") + 1]
+        argv[argv.index("--state-dir") + 1] = state + "-second"
+        second = axtest.Daemon("axagent-%s-second" % node, argv, c.tmp, c.env)
+        c.agents[node + "-second"] = second  # stopped with the cluster
+        second.start()
+
+        def refused():
+            with open(second.stderr_path) as f:
+                return "node_claimed" in f.read()
+        axtest.wait_for(refused, 15, "the second agent for %s to be refused" % node)
+        time.sleep(1.5)
+        self.assertEqual(axtest.workload_pids(c.marker, job.id), first_pids,
+                         "a second agent for the node started a second copy of the rank")
+        self.assertEqual(c.job(job.id)["attempt"], 1)
+
+        # The first agent dies: its rank fences itself, and the second agent takes the
+        # node once the lease has run out; one attempt at a time throughout.
+        c.agents[node].kill()
+        view = self.assert_succeeded_with_value(c, job, timeout=90)
+        self.assertEqual(view["attempt"], 2)
+        self.assert_no_overlap(job)
+        c.wait_nodes_ready([node], timeout=30)
 
     def test_cancel_stops_a_rank_and_all_it_started(self):
         c = self.start_cluster(1)
