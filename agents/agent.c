@@ -727,7 +727,7 @@ static bool agent_scan_checkpoints(Agent *a) {
  */
 static bool agent_scan_ranks(Agent *a) {
         bool news = false;
-        int64_t wall = util_wall_ms();
+        int64_t boot = util_boot_ms();
         for (size_t i = 0; i < rank_table_count(a->ranks); i++) {
                 Rank *r = rank_table_at(a->ranks, i);
                 if (agent_rank_check_exit(a, r)) {
@@ -739,8 +739,8 @@ static bool agent_scan_ranks(Agent *a) {
                 _cleanup_free_ char *path = rank_table_progress_path(a->ranks, r->key);
                 char content[AGENT_PROGRESS_MAX + 1];
                 if (agent_progress_read(path, content, sizeof(content)) == 0)
-                        agent_progress_update(&r->progress, content, wall);
-                bool hung = agent_progress_hung(&r->progress, r->hang_timeout_s, wall);
+                        agent_progress_update(&r->progress, content, boot);
+                bool hung = agent_progress_hung(&r->progress, r->hang_timeout_s, boot);
                 if (hung != r->hung) {
                         if (hung)
                                 log_warning("Rank %" PRId64 "/%" PRId64 "/%" PRId64

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Progress files, hang detection and checkpoint discovery; see progress.h. Hang time is
- * measured on the wall clock so that an agent restarted mid-run can carry on from the
- * rank's start time and the progress file's modification time instead of starting the
- * timeout over.
+ * measured on CLOCK_BOOTTIME: monotonic, so a wall-clock step cannot end an attempt as
+ * hung, and one clock for every process of the host, so an agent restarted mid-run
+ * carries on from the rank's recorded start instead of starting the timeout over.
  */
 #include "progress.h"
 
@@ -60,15 +60,15 @@ int agent_progress_read(const char *path, char *buf, size_t size) {
         return 0;
 }
 
-void agent_progress_init(ProgressTracker *t, int64_t since_wall_ms) {
-        *t = (ProgressTracker){ .changed_wall_ms = since_wall_ms };
+void agent_progress_init(ProgressTracker *t, int64_t since_ms) {
+        *t = (ProgressTracker){ .changed_ms = since_ms };
 }
 
-bool agent_progress_update(ProgressTracker *t, const char *content, int64_t now_wall_ms) {
+bool agent_progress_update(ProgressTracker *t, const char *content, int64_t now_ms) {
         if (strncmp(t->content, content, AGENT_PROGRESS_MAX) == 0)
                 return false;
         snprintf(t->content, sizeof(t->content), "%s", content);
-        t->changed_wall_ms = now_wall_ms;
+        t->changed_ms = now_ms;
 
         int64_t step;
         if (agent_progress_parse(content, &step) < 0)
@@ -80,10 +80,10 @@ bool agent_progress_update(ProgressTracker *t, const char *content, int64_t now_
         return true;
 }
 
-bool agent_progress_hung(const ProgressTracker *t, int64_t hang_timeout_s, int64_t now_wall_ms) {
+bool agent_progress_hung(const ProgressTracker *t, int64_t hang_timeout_s, int64_t now_ms) {
         if (hang_timeout_s <= 0)
                 return false;
-        return now_wall_ms - t->changed_wall_ms >= hang_timeout_s * 1000;
+        return now_ms - t->changed_ms >= hang_timeout_s * 1000;
 }
 
 /* Parses "step_<digits>" (AXLearn writes %08d, longer numbers are allowed); -EINVAL else. */

@@ -19,7 +19,7 @@ typedef struct ProgressTracker {
         char content[AGENT_PROGRESS_MAX + 1]; /* last raw content read */
         bool has_step;
         int64_t step; /* last valid step, kept when the file later holds garbage */
-        int64_t changed_wall_ms; /* when content last changed, or the rank started */
+        int64_t changed_ms; /* CLOCK_BOOTTIME: when content last changed, or the rank started */
 } ProgressTracker;
 
 /*
@@ -34,17 +34,18 @@ int agent_progress_parse(const char *data, int64_t *ret_step);
  */
 int agent_progress_read(const char *path, char *buf, size_t size);
 
-/* Starts tracking a rank whose progress clock starts at since_wall_ms. */
-void agent_progress_init(ProgressTracker *t, int64_t since_wall_ms);
+/* Starts tracking a rank whose progress clock starts at since_ms (CLOCK_BOOTTIME: a clock
+ * step must not make a rank look hung). */
+void agent_progress_init(ProgressTracker *t, int64_t since_ms);
 
 /*
  * Feeds freshly read content. Returns true when the reported step changed (a new valid
  * number), which is worth telling the controller at once.
  */
-bool agent_progress_update(ProgressTracker *t, const char *content, int64_t now_wall_ms);
+bool agent_progress_update(ProgressTracker *t, const char *content, int64_t now_ms);
 
 /* True when hang_timeout_s > 0 and the content has not changed for that long. */
-bool agent_progress_hung(const ProgressTracker *t, int64_t hang_timeout_s, int64_t now_wall_ms);
+bool agent_progress_hung(const ProgressTracker *t, int64_t hang_timeout_s, int64_t now_ms);
 
 /*
  * Finds the latest committed checkpoint in dir. Returns 1 with *ret_step and *ret_path

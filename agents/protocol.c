@@ -50,6 +50,8 @@ static json_t *proto_rank_report(Rank *r, uint64_t request_id) {
                             r->progress.has_step ? json_integer(r->progress.step) : json_null());
         if (!exited && r->hung)
                 json_object_set_new(o, "hung", json_true());
+        if (exited && r->exit.start_failed)
+                json_object_set_new(o, "start_failed", json_true());
         if (exited && r->exit_reported_in == 0)
                 r->exit_reported_in = request_id;
         return o;

@@ -212,7 +212,7 @@ bool rank_check_exit(Rank *r) {
 }
 
 static int rank_write_desired(const char *dir, const RankLaunch *l, const char *boot_id,
-                              int64_t started_wall_ms) {
+                              int64_t started_wall_ms, int64_t started_boot_ms) {
         json_t *argv = json_array();
         for (char *const *a = l->argv; a && *a; a++)
                 json_array_append_new(argv, json_string(*a));
@@ -224,6 +224,7 @@ static int rank_write_desired(const char *dir, const RankLaunch *l, const char *
                               boot_id, "started_at_ms", (json_int_t) started_wall_ms);
         if (!o)
                 return -EINVAL;
+        json_object_set_new(o, "started_at_boot_ms", json_integer(started_boot_ms));
         _cleanup_free_ char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(o);
         if (!text)
@@ -263,8 +264,8 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         int r = util_mkdir_p(dir, 0755);
         if (r < 0)
                 return r;
-        int64_t started = util_wall_ms();
-        r = rank_write_desired(dir, l, t->boot_id, started);
+        int64_t started = util_wall_ms(), started_boot = util_boot_ms();
+        r = rank_write_desired(dir, l, t->boot_id, started, started_boot);
         if (r < 0)
                 return r;
         int fd = open(progress, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -285,15 +286,20 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                                        : NULL;
         rank->hang_timeout_s = l->hang_timeout_s;
         rank->started_wall_ms = started;
+        rank->started_boot_ms = started_boot;
         rank->state = AGENT_RANK_RUNNING;
-        agent_progress_init(&rank->progress, started);
+        agent_progress_init(&rank->progress, started_boot);
         *ret = rank;
 
         RankExit failed = { .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED };
         if (error) {
+                /* A refused account is the job's: the same spec fails the same way
+                 * anywhere. Other launch errors are the node's or the controller's. */
                 RankExit refused = { .signaled = false,
                                      .code = l->error && l->error_exit > 0 ? l->error_exit
-                                                                           : failed.code };
+                                                                           : failed.code,
+                                     .start_failed = l->error &&
+                                                     l->error_exit == SHIM_EXIT_USER_REFUSED };
                 (void) agent_shim_write_status(rank->dir, refused);
                 rank_set_exited(rank, refused);
                 return 0;
@@ -398,6 +404,7 @@ static int rank_adopt_one(RankTable *t, const char *name) {
         r->checkpoint_dir = ckpt && *ckpt ? xstrdup(ckpt) : NULL;
         r->hang_timeout_s = json_integer_value(json_object_get(desired, "hang_timeout_s"));
         r->started_wall_ms = json_integer_value(json_object_get(desired, "started_at_ms"));
+        r->started_boot_ms = json_integer_value(json_object_get(desired, "started_at_boot_ms"));
         bool same_boot = util_streq_ptr(
                 json_string_value(json_object_get(desired, "boot_id")), t->boot_id);
         json_decref(desired);
@@ -424,20 +431,25 @@ static int rank_adopt_one(RankTable *t, const char *name) {
         if (rank_check_exit(r))
                 return 0;
 
-        /* Carry the hang clock over from the file, not from this agent's start. */
+        /* Carry the hang clock over from the file, not from this agent's start: the
+         * file's age, a wall-clock difference, is taken once onto the boot clock. */
         _cleanup_free_ char *progress = xasprintf("%s/progress", r->dir);
         char content[AGENT_PROGRESS_MAX + 1];
         struct stat st;
-        int64_t since = r->started_wall_ms;
+        int64_t now_boot = util_boot_ms(), since = r->started_boot_ms;
+        if (since <= 0 || since > now_boot)
+                since = now_boot;
         if (stat(progress, &st) == 0) {
                 int64_t mtime = (int64_t) st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-                if (mtime > since)
-                        since = mtime;
+                int64_t age = util_wall_ms() - mtime;
+                int64_t changed = now_boot - (age > 0 ? age : 0);
+                if (changed > since)
+                        since = changed;
         }
-        agent_progress_init(&r->progress, r->started_wall_ms);
+        agent_progress_init(&r->progress, since);
         if (agent_progress_read(progress, content, sizeof(content)) == 0)
                 agent_progress_update(&r->progress, content, since);
-        r->progress.changed_wall_ms = since;
+        r->progress.changed_ms = since;
         return 0;
 }
 

@@ -36,6 +36,7 @@ typedef struct Rank {
         char *checkpoint_dir; /* NULL when the job has none */
         int64_t hang_timeout_s;
         int64_t started_wall_ms;
+        int64_t started_boot_ms; /* the same moment on CLOCK_BOOTTIME: the hang clock's */
         pid_t shim_pid;
         pid_t rank_pid; /* also the process group of the rank; -1 when unknown */
         int pidfd; /* readable when the watched process ends; -1 when not watching */

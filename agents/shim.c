@@ -74,14 +74,26 @@ static int shim_switch_user(const RankUser *u) {
         return 0;
 }
 
-/* Runs in the rank's process: never returns. stdout/stderr already go to the log. */
-_Noreturn static void shim_exec_rank(const ShimLaunch *l) {
+/* In the rank's process, before exec: it cannot start. A byte on fd 3 (closed by a
+ * successful exec) tells the shim so, whatever exit code a program could also exit with. */
+_Noreturn static void shim_start_failed(int code) {
+        (void) !write(3, "!", 1);
+        _exit(code);
+}
+
+/* Runs in the rank's process: never returns. stdout/stderr already go to the log;
+ * start_fd is the shim's pipe for start failures. */
+_Noreturn static void shim_exec_rank(const ShimLaunch *l, int start_fd) {
         const RankUser *u = l->user;
         setpgid(0, 0);
-        /* Only 0, 1 and 2 reach the rank: the pipe to the agent is 3, and anything the
-         * agent opened without O_CLOEXEC (a library's socket) must not leak either. */
-        if (close_range(3, ~0U, 0) < 0)
-                for (int fd = 3; fd < 1024; fd++)
+        /* Only 0, 1 and 2 reach the rank: 3 is the start-failure pipe, closed by exec,
+         * and anything the agent opened without O_CLOEXEC (a library's socket) must not
+         * leak either. */
+        if (dup2(start_fd, 3) < 0)
+                _exit(SHIM_EXIT_LAUNCH_FAILED);
+        fcntl(3, F_SETFD, FD_CLOEXEC);
+        if (close_range(4, ~0U, 0) < 0)
+                for (int fd = 4; fd < 1024; fd++)
                         close(fd);
 
         if (u && u->do_switch) {
@@ -89,7 +101,7 @@ _Noreturn static void shim_exec_rank(const ShimLaunch *l) {
                 if (r < 0) {
                         dprintf(STDERR_FILENO, "axagent: cannot switch to user %s: %s\n",
                                 u->name, strerror(-r));
-                        _exit(SHIM_EXIT_USER_REFUSED);
+                        shim_start_failed(SHIM_EXIT_USER_REFUSED);
                 }
         }
         umask(022);
@@ -97,13 +109,13 @@ _Noreturn static void shim_exec_rank(const ShimLaunch *l) {
         if (l->workdir && *l->workdir && chdir(l->workdir) < 0) {
                 dprintf(STDERR_FILENO, "axagent: cannot change to working directory %s: %s\n",
                         l->workdir, strerror(errno));
-                _exit(SHIM_EXIT_LAUNCH_FAILED);
+                shim_start_failed(SHIM_EXIT_LAUNCH_FAILED);
         }
         /* execvp searches the PATH of environ, which must be the rank's own. */
         environ = (char **) l->envp;
         execvp(l->argv[0], l->argv);
         dprintf(STDERR_FILENO, "axagent: cannot execute %s: %s\n", l->argv[0], strerror(errno));
-        _exit(SHIM_EXIT_LAUNCH_FAILED);
+        shim_start_failed(SHIM_EXIT_LAUNCH_FAILED);
 }
 
 static int shim_write_pid(const char *dir, const char *name, pid_t pid) {
@@ -194,9 +206,19 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
          * would survive into it (ignored dispositions outlive exec) and a kill arriving
          * before it could reset them would be lost.
          */
+        int start_pipe[2] = { -1, -1 };
+        if (pipe2(start_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+                dprintf(STDERR_FILENO, "axagent: cannot create a pipe: %s\n", strerror(errno));
+                (void) agent_shim_write_status(
+                        l->rank_dir,
+                        (RankExit){ .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED });
+                (void) !write(3, &pids, sizeof(pids));
+                _exit(0);
+        }
         pid_t rank = fork();
         if (rank == 0)
-                shim_exec_rank(l);
+                shim_exec_rank(l, start_pipe[1]);
+        close(start_pipe[1]);
         /* Stray terminal or group signals must not cost us the rank's exit status. */
         signal(SIGHUP, SIG_IGN);
         signal(SIGINT, SIG_IGN);
@@ -231,6 +253,8 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
 
         RankExit ex = WIFSIGNALED(st) ? (RankExit){ .signaled = true, .code = WTERMSIG(st) }
                                       : (RankExit){ .signaled = false, .code = WEXITSTATUS(st) };
+        char byte;
+        ex.start_failed = !ex.signaled && read(start_pipe[0], &byte, 1) == 1;
         (void) agent_shim_write_status(l->rank_dir, ex);
         _exit(0);
 }
@@ -303,7 +327,10 @@ int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_p
 int agent_shim_write_status(const char *rank_dir, RankExit status) {
         _cleanup_free_ char *path = xasprintf("%s/status", rank_dir);
         char buf[32];
-        int len = snprintf(buf, sizeof(buf), "%s %d\n", status.signaled ? "signal" : "exit",
+        int len = snprintf(buf, sizeof(buf), "%s %d\n",
+                           status.signaled       ? "signal"
+                           : status.start_failed ? "start"
+                                                 : "exit",
                            status.code);
         return util_write_file_atomic(path, buf, (size_t) len);
 }
@@ -324,6 +351,8 @@ int agent_shim_read_status(const char *rank_dir, RankExit *ret) {
                 *ret = (RankExit){ .signaled = false, .code = code };
         else if (strcmp(word, "signal") == 0)
                 *ret = (RankExit){ .signaled = true, .code = code };
+        else if (strcmp(word, "start") == 0)
+                *ret = (RankExit){ .signaled = false, .code = code, .start_failed = true };
         else
                 return -EINVAL;
         return 1;

@@ -25,6 +25,7 @@
 typedef struct RankExit {
         bool signaled;
         int code; /* exit code, or signal number when signaled */
+        bool start_failed; /* never ran: its account, workdir or command could not be used */
 } RankExit;
 
 typedef struct ShimLaunch {
@@ -61,7 +62,8 @@ void agent_shim_forget_secret(int slot, char *secret);
  */
 int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_pid);
 
-/* Writes <rank_dir>/status atomically; 0 or -errno. */
+/* Writes <rank_dir>/status atomically ("exit N", "signal N" or, for a rank that could not
+ * start, "start N"); 0 or -errno. */
 int agent_shim_write_status(const char *rank_dir, RankExit status);
 /* Reads <rank_dir>/status: 1 with *ret, 0 when absent (rank not finished), -errno. */
 int agent_shim_read_status(const char *rank_dir, RankExit *ret);

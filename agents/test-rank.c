@@ -146,7 +146,7 @@ static void test_exits(const char *state) {
         RankLaunch l = { .key = { 9, 1, 0 }, .argv = code3, .envp = envp, .workdir = "/" };
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
-        CHECK(!r->exit.signaled && r->exit.code == 3);
+        CHECK(!r->exit.signaled && r->exit.code == 3 && !r->exit.start_failed);
         _cleanup_free_ char *p1 = rank_table_log_path(t, l.key);
         _cleanup_free_ char *log1 = read_all(p1);
         CHECK(strstr(log1, "--- end environment ---\nhello from the env\n/\noops\n"));
@@ -159,12 +159,26 @@ static void test_exits(const char *state) {
         _cleanup_free_ char *p2 = rank_table_log_path(t, l.key);
         _cleanup_free_ char *log2 = read_all(p2);
         CHECK(strstr(log2, "cannot change to working directory /nonexistent/dir"));
+        CHECK(r->exit.start_failed);
+        /* A program that itself exits 127 started: it is not a start failure. */
+        char *own127[] = { "sh", "-c", "exit 127", NULL };
+        l = (RankLaunch){ .key = { 9, 1, 5 }, .argv = own127, .envp = envp };
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        wait_exit(r);
+        CHECK(r->exit.code == 127 && !r->exit.start_failed);
+        /* The status file says which, for an agent that adopts the rank later. */
+        RankExit read_back;
+        CHECK(agent_shim_write_status(r->dir, (RankExit){ .code = 126, .start_failed = true }) ==
+              0);
+        CHECK(agent_shim_read_status(r->dir, &read_back) == 1);
+        CHECK(read_back.start_failed && read_back.code == 126 && !read_back.signaled);
 
         char *missing[] = { "no-such-program-axagent", NULL };
         l = (RankLaunch){ .key = { 9, 1, 2 }, .argv = missing, .envp = envp };
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
         CHECK(!r->exit.signaled && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);
+        CHECK(r->exit.start_failed);
         _cleanup_free_ char *p3 = rank_table_log_path(t, l.key);
         _cleanup_free_ char *log3 = read_all(p3);
         CHECK(strstr(log3, "cannot execute no-such-program-axagent"));

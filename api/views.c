@@ -5,6 +5,7 @@
  */
 #include "views.h"
 
+#include "health.h"
 #include "scheduler.h"
 #include "util.h"
 
@@ -38,6 +39,10 @@ static json_t *view_attempt(const Attempt *a) {
                               view_time(a->started_ms), "ended_at", view_time(a->ended_ms));
         const char *reason = end_reason_to_string(a->end_reason);
         json_object_set_new(j, "end_reason", reason ? json_string(reason) : json_null());
+        json_object_set_new(j, "failure_class",
+                            reason ? json_string(failure_class_to_string(
+                                             health_classify(a->end_reason)))
+                                   : json_null());
         json_object_set_new(j, "blamed_node",
                             a->blamed_node ? json_string(a->blamed_node) : json_null());
         json_object_set_new(j, "detail", a->detail ? json_string(a->detail) : json_null());

@@ -252,8 +252,9 @@ static void print_value_line(FILE *f, const char *key, json_t *v) {
 }
 
 static void print_attempts(FILE *f, json_t *attempts, int64_t now) {
-        static const char *const headers[] = { "ATTEMPT", "STATE",      "RESUME-STEP", "STARTED",
-                                               "ENDED",   "END-REASON", "BLAMED-NODE" };
+        static const char *const headers[] = { "ATTEMPT",     "STATE", "RESUME-STEP",
+                                               "STARTED",     "ENDED", "END-REASON",
+                                               "BLAMED-NODE", "CLASS", "DETAIL" };
         _cleanup_table_ CliTable *t = cli_table_new(ELEMENTSOF(headers), headers);
         size_t i;
         json_t *at;
@@ -264,11 +265,14 @@ static void print_attempts(FILE *f, json_t *attempts, int64_t now) {
                 _cleanup_free_ char *resume = cli_json_cell(json_object_get(at, "resume_step"));
                 _cleanup_free_ char *reason = cli_json_cell(json_object_get(at, "end_reason"));
                 _cleanup_free_ char *blamed = cli_json_cell(json_object_get(at, "blamed_node"));
+                _cleanup_free_ char *cls = cli_json_cell(json_object_get(at, "failure_class"));
+                _cleanup_free_ char *detail = cli_json_cell(json_object_get(at, "detail"));
                 cli_format_age_since(json_string_value(json_object_get(at, "started_at")), now,
                                      started, sizeof(started));
                 cli_format_age_since(json_string_value(json_object_get(at, "ended_at")), now,
                                      ended, sizeof(ended));
-                const char *cells[] = { num, state, resume, started, ended, reason, blamed };
+                const char *cells[] = { num,   state,  resume, started, ended,
+                                        reason, blamed, cls,    detail };
                 cli_table_add_row(t, cells);
         }
         cli_table_print(t, f);

@@ -187,13 +187,18 @@ static int parse_resources(json_t *json, JobSpec *spec, JsonError *err) {
 }
 
 static int parse_restart(json_t *json, JobSpec *spec, JsonError *err) {
-        static const char *const keys[] = {"max_restarts",     "backoff_initial_s",
-                                           "backoff_max_s",    "retry_exit_codes",
-                                           "fatal_exit_codes", NULL};
+        static const char *const keys[] = {"max_restarts",
+                                           "backoff_initial_s",
+                                           "backoff_max_s",
+                                           "retry_exit_codes",
+                                           "fatal_exit_codes",
+                                           "max_failures_without_progress",
+                                           NULL};
         RestartPolicy *p = &spec->restart;
         p->max_restarts = 3;
         p->backoff_initial_s = 0;
         p->backoff_max_s = 300;
+        p->max_failures_without_progress = SPEC_DEFAULT_MAX_FAILURES_WITHOUT_PROGRESS;
         json_t *res = json_object_get(json, "restart");
         if (!res || json_is_null(res))
                 return 0;
@@ -217,6 +222,12 @@ static int parse_restart(json_t *json, JobSpec *spec, JsonError *err) {
                               err)) < 0)
                 return r;
         p->backoff_max_s = (int) v;
+        v = p->max_failures_without_progress;
+        if ((r = json_get_int(res, "max_failures_without_progress",
+                              "restart.max_failures_without_progress", false, 0, 100000, &v,
+                              err)) < 0)
+                return r;
+        p->max_failures_without_progress = (int) v;
         if (p->backoff_max_s < p->backoff_initial_s)
                 return json_error_set(err, "restart.backoff_max_s",
                                       "must not be below restart.backoff_initial_s");
@@ -385,7 +396,8 @@ json_t *spec_to_json(const JobSpec *spec) {
         json_object_set_new(res, "accelerator",
                             spec->accelerator ? json_string(spec->accelerator) : json_null());
         json_t *restart = json_pack(
-                "{s:i,s:i,s:i,s:o,s:o}", "max_restarts", spec->restart.max_restarts,
+                "{s:i,s:i,s:i,s:i,s:o,s:o}", "max_restarts", spec->restart.max_restarts,
+                "max_failures_without_progress", spec->restart.max_failures_without_progress,
                 "backoff_initial_s", spec->restart.backoff_initial_s, "backoff_max_s",
                 spec->restart.backoff_max_s, "retry_exit_codes",
                 int_array(spec->restart.retry_exit_codes, spec->restart.n_retry_exit_codes),

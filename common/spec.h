@@ -30,6 +30,9 @@ typedef enum Framework {
         _FRAMEWORK_INVALID = -1,
 } Framework;
 
+/* NVIDIA's resiliency extension stops after 3 restart cycles without progress too. */
+#define SPEC_DEFAULT_MAX_FAILURES_WITHOUT_PROGRESS 3
+
 typedef struct RestartPolicy {
         int max_restarts;
         int backoff_initial_s;
@@ -38,6 +41,7 @@ typedef struct RestartPolicy {
         int n_retry_exit_codes;
         int fatal_exit_codes[SPEC_MAX_EXIT_CODES]; /* never restart */
         int n_fatal_exit_codes;
+        int max_failures_without_progress; /* job failures in a row that fail it; 0: no limit */
 } RestartPolicy;
 
 typedef struct JobSpec {

@@ -26,6 +26,7 @@ static const char *const end_reason_names[_END_REASON_MAX] = {
         [END_HANG] = "hang",             [END_UNHEALTHY] = "unhealthy",
         [END_PREEMPTED] = "preempted",   [END_CANCELLED] = "cancelled",
         [END_SUCCEEDED] = "succeeded",   [END_DRAINED] = "drained",
+        [END_START_FAILED] = "start_failed",
 };
 
 static int lookup(const char *const *names, int n, const char *s) {

@@ -52,6 +52,7 @@ typedef enum EndReason {
         END_CANCELLED,
         END_SUCCEEDED,
         END_DRAINED,
+        END_START_FAILED, /* a rank could not start: command, workdir or account */
         _END_REASON_MAX,
         _END_REASON_INVALID = -1,
 } EndReason;

@@ -69,7 +69,7 @@ int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
 
 static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
         static const char *const keys[] = {"job",       "attempt", "rank", "state", "pid",
-                                           "exit_code", "signal",  "step", "hung", NULL};
+                                           "exit_code", "signal",  "step", "hung", "start_failed", NULL};
         int k;
         int64_t v;
         if (!json_is_object(o))
@@ -106,6 +106,9 @@ static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
                 return k;
         rr->signal = (int) v;
         if ((k = json_get_int(o, "step", "ranks[].step", false, 0, INT64_MAX, &rr->step, err)) < 0)
+                return k;
+        if ((k = json_get_bool(o, "start_failed", "ranks[].start_failed", &rr->start_failed,
+                               err)) < 0)
                 return k;
         if ((k = json_get_bool(o, "hung", "ranks[].hung", &rr->hung, err)) < 0)
                 return k;

@@ -37,6 +37,7 @@ typedef struct WireRankReport {
         int signal; /* 0: none */
         int64_t step; /* -1: unknown */
         bool hung;
+        bool start_failed; /* exited because its command, workdir or account could not start */
 } WireRankReport;
 
 typedef struct WireCheckpoint {

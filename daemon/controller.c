@@ -25,9 +25,6 @@
  */
 #define SCHED_MIN_INTERVAL_MS 5
 
-/* An attempt that ran this long before failing resets the restart backoff. */
-#define BACKOFF_RESET_MS (10 * 60 * 1000)
-
 static void err_set(CtlError *err, int status, const char *code, const char *field,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void err_set(CtlError *err, int status, const char *code, const char *field,
@@ -305,32 +302,83 @@ static void node_blame(Controller *ctl, Node *node) {
         }
 }
 
+/* A hash naming who runs a job: its project and user. */
+static uint64_t job_owner(const Job *job) {
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+        for (const char *p = job->spec->project; p && *p; p++)
+                h = (h ^ (uint8_t) *p) * 1099511628211ULL;
+        h = (h ^ '/') * 1099511628211ULL;
+        for (const char *p = job->spec->user; p && *p; p++)
+                h = (h ^ (uint8_t) *p) * 1099511628211ULL;
+        return h;
+}
+
+/*
+ * Whom a failure of class cls on node blames (DESIGN §4a): the node for a node fault;
+ * for the job's own failure only once failures of different jobs of different owners
+ * pile up there. NULL: nobody.
+ */
+static Node *failure_blame(Controller *ctl, Job *job, FailureClass cls, Node *node) {
+        if (!node)
+                return NULL;
+        if (cls == FAILURE_NODE)
+                return node;
+        if (cls != FAILURE_JOB)
+                return NULL;
+        HealthSuspect f = {.job = job->id, .owner = job_owner(job), .at_ms = util_wall_ms()};
+        if (!health_suspect_record(node->suspects, &node->n_suspects, NODE_SUSPECT_HISTORY, f,
+                                   ctl->cfg.quarantine_window_ms, ctl->cfg.quarantine_after))
+                return NULL;
+        ctl_event(ctl, job->id, node->name, "node_suspect",
+                  "failures of %d or more jobs of different owners within %llds",
+                  ctl->cfg.quarantine_after, (long long) (ctl->cfg.quarantine_window_ms / 1000));
+        return node;
+}
+
+/* Progress means a checkpoint newer than the attempt resumed from, or a higher step than
+ * any attempt reached before. */
+static bool attempt_progressed(Job *job, const Attempt *a) {
+        int64_t top = -1;
+        for (int i = 0; i < job->n_ranks; i++)
+                if (job->ranks[i].attempt == job->attempt && job->ranks[i].step > top)
+                        top = job->ranks[i].step;
+        bool higher = top > job->best_step;
+        if (higher)
+                job->best_step = top;
+        return (a && job->ckpt_step > a->resume_step) || higher;
+}
+
 /*
  * The current attempt failed: stop the gang, blame, and restart or fail per policy.
  * Does nothing when the attempt is already over (the first failure wins the blame).
+ * node is where the failure was seen.
  */
-static void job_attempt_failed(Controller *ctl, Job *job, EndReason reason, Node *blamed,
+static void job_attempt_failed(Controller *ctl, Job *job, EndReason reason, Node *node,
                                int exit_code, int signal, const char *detail) {
         if (!job_attempt_live(job))
                 return;
+        FailureClass cls = health_classify(reason);
         job_stop_ranks(ctl, job);
+        Node *blamed = failure_blame(ctl, job, cls, node);
         attempt_end(ctl, job, reason, blamed ? blamed->name : NULL, detail);
-        if (blamed && reason != END_DRAINED && reason != END_PREEMPTED)
+        if (blamed)
                 node_blame(ctl, blamed);
-        /* An attempt that committed a checkpoint or ran a while made progress: the next
-         * failure starts the backoff over, as a crash loop's does not. */
         Attempt *a = job_current_attempt(job);
-        bool progressed = a && ((job->ckpt_step > a->resume_step) ||
-                                util_wall_ms() - a->started_ms >= BACKOFF_RESET_MS);
-        job->quick_failures = progressed ? 0 : job->quick_failures + 1;
+        bool progressed = attempt_progressed(job, a);
+        /* Failures of the node are not the job's: they neither grow its backoff nor
+         * count towards its limit of failures without progress. */
+        if (cls == FAILURE_JOB || cls == FAILURE_START)
+                job->quick_failures = progressed ? 0 : job->quick_failures + 1;
         HealthFailure f = {.reason = reason, .exit_code = exit_code, .signal = signal,
-                           .consecutive = progressed ? 0 : job->quick_failures - 1};
+                           .consecutive = job->quick_failures > 0 ? job->quick_failures - 1 : 0,
+                           .without_progress = job->quick_failures};
         HealthVerdict v = health_decide(&job->spec->restart, job->restarts, &f);
         char reason_text[400];
         snprintf(reason_text, sizeof(reason_text), "%s%s%s", v.why, detail ? ": " : "",
                  detail ? detail : "");
+        /* A node fault moves the job; its own crash on a healthy node does not. */
         free(job->avoid_node);
-        job->avoid_node = blamed ? xstrdup(blamed->name) : NULL;
+        job->avoid_node = cls == FAILURE_NODE && node ? xstrdup(node->name) : NULL;
         if (v.action == HEALTH_FAIL) {
                 job->exit_code = exit_code >= 0 ? exit_code : (signal > 0 ? 128 + signal : -1);
                 job_set_state(ctl, job, JOB_FAILED, reason_text);
@@ -511,6 +559,7 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
         job->created_ms = util_wall_ms();
         job->queued_ms = job->created_ms;
         job->ckpt_step = -1;
+        job->best_step = -1;
         job->idempotency_key = idempotency_key ? xstrdup(idempotency_key) : NULL;
         job->wait = SCHED_WAIT_CAPACITY;
         ctl_job_append(ctl, job);
@@ -741,6 +790,14 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
         }
         r->state = RANK_FAILED;
         char detail[160];
+        if (rr->start_failed) {
+                snprintf(detail, sizeof(detail),
+                         "rank %d on %s could not start (exit code %d; its log says why)",
+                         r->rank, node->name, rr->exit_code);
+                ctl_event(ctl, job->id, node->name, "rank_exit", "%s", detail);
+                job_attempt_failed(ctl, job, END_START_FAILED, node, rr->exit_code, 0, detail);
+                return;
+        }
         if (rr->signal > 0)
                 snprintf(detail, sizeof(detail), "rank %d on %s killed by signal %d", r->rank,
                          node->name, rr->signal);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "scheduler.h"
+#include "health.h"
 #include "spec.h"
 #include "states.h"
 
@@ -68,6 +69,7 @@ typedef struct Job {
         int64_t restart_at_ms; /* monotonic: when a restarting job may be placed again */
         int64_t failed_at_ms; /* monotonic: when the last failure was detected, 0 none */
         int quick_failures; /* failures in a row without progress: the backoff exponent */
+        int64_t best_step; /* highest step any attempt reached (memory only); -1: none */
         SchedWait wait; /* why it is pending */
         int tier; /* 0: within its project's quota; 1: on borrowed capacity */
         int64_t queued_ms; /* wall: when it last entered the queue (submit, preemption) */
@@ -84,6 +86,7 @@ typedef struct NodeDevice {
 } NodeDevice;
 
 #define NODE_BLAME_HISTORY 16
+#define NODE_SUSPECT_HISTORY 32
 
 typedef struct NodeJob {
         Job *job;
@@ -115,6 +118,10 @@ struct Node {
         int n_jobs, cap_jobs;
         int64_t blame_times[NODE_BLAME_HISTORY];
         int n_blame;
+        /* Application failures seen here (memory only): evidence only when they pile up
+         * across jobs of different owners (health_suspect_record). */
+        HealthSuspect suspects[NODE_SUSPECT_HISTORY];
+        int n_suspects;
         bool dirty;
 };
 

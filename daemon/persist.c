@@ -238,6 +238,7 @@ static int load_job(void *ud, const StoreJob *sj) {
         job->finished_ms = from_opt(sj->finished_ms, 0);
         job->idempotency_key = sj->idempotency_key ? xstrdup(sj->idempotency_key) : NULL;
         job->ckpt_step = from_opt(sj->ckpt_step, -1);
+        job->best_step = job->ckpt_step;
         job->ckpt_path = sj->ckpt_path ? xstrdup(sj->ckpt_path) : NULL;
         job->avoid_node = sj->avoid_node ? xstrdup(sj->avoid_node) : NULL;
         job->wait = SCHED_WAIT_CAPACITY;

@@ -21,6 +21,7 @@ Standard library only.
 """
 
 import ctypes
+import datetime
 import http.client
 import json
 import os
@@ -101,6 +102,12 @@ def expected_value(steps, seed=0):
 
 class Timeout(AssertionError):
     pass
+
+
+def parse_time(text):
+    """Seconds since the epoch of a time the API shows ("2026-11-22T02:33:35.123Z")."""
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
 
 
 def wait_for(predicate, timeout, what="condition", interval=0.05):
