@@ -971,6 +971,13 @@ class ClusterTestCase(unittest.TestCase):
             self.assertEqual(values, [job.expected], "rank %d's final value" % rank)
         return view
 
+    def wait_checkpoint(self, cluster, job, step):
+        """Waits until the controller knows a committed checkpoint >= step of job."""
+        def known():
+            lc = cluster.job(job.id).get("last_checkpoint")
+            return lc if lc and lc.get("step", 0) >= step else None
+        return wait_for(known, 30, "job %d's checkpoint %d reported" % (job.id, step))
+
     def assert_no_overlap(self, job):
         problems = check_no_overlap(job.entries())
         self.assertEqual(problems, [], "attempts of job %s overlapped" % job.id)

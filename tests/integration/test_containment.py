@@ -42,12 +42,6 @@ def read_pid(path):
 
 
 class ContainmentTest(axtest.ClusterTestCase):
-    def wait_checkpoint(self, c, job, step):
-        def known():
-            lc = c.job(job.id).get("last_checkpoint")
-            return lc if lc and lc.get("step", 0) >= step else None
-        return axtest.wait_for(known, 30, "job %d's checkpoint %d reported" % (job.id, step))
-
     def identity(self, c, node):
         """The boot and agent identity the agent of `node` sends."""
         with open(os.path.join(c.tmp, node, "agent-id")) as f:

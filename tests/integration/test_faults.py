@@ -33,13 +33,6 @@ class FaultsTest(axtest.ClusterTestCase):
     def cluster(self, n_agents=2):
         return self.start_cluster(n_agents, lease_ms=LEASE_MS, grace_ms=GRACE_MS)
 
-    def wait_checkpoint(self, c, job, step):
-        """Waits until the controller knows a committed checkpoint >= step."""
-        def known():
-            lc = c.job(job.id).get("last_checkpoint")
-            return lc if lc and lc.get("step", 0) >= step else None
-        return axtest.wait_for(known, 30, "job %d's checkpoint %d reported" % (job.id, step))
-
     def attempt(self, view, n):
         for a in view.get("attempts", []):
             if a["attempt"] == n:

@@ -25,12 +25,6 @@ class FencingTest(axtest.ClusterTestCase):
         kwargs.setdefault("grace_ms", GRACE_MS)
         return self.start_cluster(2, **kwargs)
 
-    def wait_checkpoint(self, c, job, step):
-        def known():
-            lc = c.job(job.id).get("last_checkpoint")
-            return lc if lc and lc.get("step", 0) >= step else None
-        return axtest.wait_for(known, 30, "job %d's checkpoint %d reported" % (job.id, step))
-
     def node_of(self, ranks):
         nodes = {r["node"] for r in ranks}
         self.assertEqual(len(nodes), 1, ranks)
