@@ -54,6 +54,8 @@ struct Request {
         char proxy_status[8]; /* the status line read so far */
         size_t proxy_status_len;
         bool proxy_started; /* the answer is queued; the body streams */
+        bool proxy_suspended; /* waiting for the stream's pipe */
+        Request *stream_prev, *stream_next; /* Api.streams */
         /* Long-poll of an agent sync. */
         char *wait_node;
         uint64_t wait_version;
@@ -68,6 +70,7 @@ struct Api {
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
         Request *waiting; /* suspended: for commit or for a node change */
+        Request *streams; /* log streams, which suspend while their pipe is empty */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
         Histogram latency[_ROUTE_MAX + 1];
@@ -693,7 +696,25 @@ static void proxy_wait(Api *api, Request *req) {
         struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = req};
         if (epoll_ctl(api->proxy_ep, EPOLL_CTL_MOD, logproxy_fd(req->proxy), &ev) < 0)
                 epoll_ctl(api->proxy_ep, EPOLL_CTL_ADD, logproxy_fd(req->proxy), &ev);
+        bool listed = req->stream_prev || api->streams == req;
+        if (!listed) {
+                req->stream_next = api->streams;
+                if (api->streams)
+                        api->streams->stream_prev = req;
+                api->streams = req;
+        }
+        req->proxy_suspended = true;
         MHD_suspend_connection(req->connection);
+}
+
+static void stream_forget(Api *api, Request *req) {
+        if (req->stream_prev)
+                req->stream_prev->stream_next = req->stream_next;
+        else if (api->streams == req)
+                api->streams = req->stream_next;
+        if (req->stream_next)
+                req->stream_next->stream_prev = req->stream_prev;
+        req->stream_prev = req->stream_next = NULL;
 }
 
 static ssize_t proxy_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -802,6 +823,7 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         free(req->wait_node);
         token_identity_clear(&req->who);
         if (req->proxy) {
+                stream_forget(api, req);
                 epoll_ctl(api->proxy_ep, EPOLL_CTL_DEL, logproxy_fd(req->proxy), NULL);
                 logproxy_release(req->proxy);
         }
@@ -873,10 +895,16 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
 Api *api_free(Api *api) {
         if (!api)
                 return NULL;
-        /* Suspended connections must be resumed before the daemon can stop. */
+        /* Suspended connections must be resumed before the daemon can stop (it aborts
+         * otherwise): long-polls, and log streams waiting for their agent. */
         for (Request *r = api->waiting; r; r = r->next_waiting)
                 MHD_resume_connection(r->connection);
         api->waiting = NULL;
+        for (Request *r = api->streams; r; r = r->stream_next)
+                if (r->proxy_suspended) {
+                        r->proxy_suspended = false;
+                        MHD_resume_connection(r->connection);
+                }
         MHD_stop_daemon(api->mhd);
         close(api->proxy_ep);
         free(api);
@@ -892,6 +920,7 @@ void api_streams_run(Api *api) {
         int n = epoll_wait(api->proxy_ep, events, 32, 0);
         for (int i = 0; i < n; i++) {
                 Request *req = events[i].data.ptr;
+                req->proxy_suspended = false;
                 MHD_resume_connection(req->connection);
         }
         if (n > 0)

@@ -7,11 +7,13 @@
 - One node name, one agent: a second agent for a node whose lease is live (another
   state directory, as after a lost one) is refused and starts nothing until that lease
   runs out, by which time the ranks of the first have fenced themselves.
+- Clean shutdown: SIGTERM while `axctl logs -f` streams and agents long-poll exits 0.
 - A rank and everything it starts are one unit: a rank that ignores SIGTERM, leaves its
   process group for its supervisor's and double-forks a child into a new session is
   gone, child included, after a cancel."""
 
 import os
+import subprocess
 import sys
 import time
 
@@ -132,6 +134,23 @@ class ContainmentTest(axtest.ClusterTestCase):
         self.assertEqual(view["attempt"], 2)
         self.assert_no_overlap(job)
         c.wait_nodes_ready([node], timeout=30)
+
+    def test_sigterm_while_logs_stream_exits_cleanly(self):
+        c = self.start_cluster(1)
+        job = c.work_job("stream", ranks=1, steps=400, step_ms=50, checkpoint_every=5)
+        job.id = c.submit(job.spec)["id"]
+        c.wait_running(job.id)
+        self.wait_checkpoint(c, job, 2)
+        env = dict(c.env, AXCTL_URL=c.url)
+        follower = subprocess.Popen([axtest.AXCTL, "logs", str(job.id), "--rank", "0", "-f"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.addCleanup(follower.kill)
+        # The stream is running (its first bytes arrived) and waits for more.
+        self.assertTrue(follower.stdout.readline())
+        time.sleep(0.5)
+        self.assertEqual(c.controller.terminate(), 0,
+                         "axctld must exit 0 on SIGTERM with a log stream suspended")
+        follower.wait(timeout=10)
 
     def test_cancel_stops_a_rank_and_all_it_started(self):
         c = self.start_cluster(1)
