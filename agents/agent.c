@@ -144,17 +144,14 @@ static int agent_id_load(const char *state_dir, char **ret) {
         } else if (r != -ENOENT) {
                 return r;
         }
-        uint8_t raw[16];
+        unsigned char raw[16];
         if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw))
                 return -errno;
-        char hex[33];
-        for (size_t i = 0; i < sizeof(raw); i++)
-                snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-        hex[32] = '\n';
-        r = util_write_file_atomic(path, hex, 33);
+        char hex[2 * sizeof(raw) + 1];
+        token_hex(raw, sizeof(raw), hex);
+        r = util_write_file_atomic(path, hex, strlen(hex));
         if (r < 0)
                 return r;
-        hex[32] = '\0';
         *ret = xstrdup(hex);
         return 0;
 }

@@ -89,25 +89,12 @@ static int proc_scan(pid_t root, ProcEntry **ret, size_t *ret_n) {
         return 0;
 }
 
-int proctree_count(pid_t root) {
-        ProcEntry *all;
-        size_t n;
-        int r = proc_scan(root, &all, &n);
-        if (r < 0)
-                return r;
-        int live = 0;
-        for (size_t i = 0; i < n; i++)
-                live += all[i].below && !all[i].zombie;
-        free(all);
-        return live;
-}
-
 int proctree_kill(pid_t root, pid_t keep, int max_rounds) {
         bool reap = root == getpid();
         int signalled = 0;
         for (int round = 0; round < max_rounds; round++) {
-                ProcEntry *all;
-                size_t n;
+                ProcEntry *all = NULL;
+                size_t n = 0;
                 int r = proc_scan(root, &all, &n);
                 if (r < 0)
                         return r;

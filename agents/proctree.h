@@ -18,6 +18,3 @@
  * read.
  */
 int proctree_kill(pid_t root, pid_t keep, int max_rounds);
-
-/* The number of live (not zombie) descendants of root; -errno when /proc is unreadable. */
-int proctree_count(pid_t root);

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "util.h"
 
 int agent_progress_parse(const char *data, int64_t *ret_step) {
@@ -87,15 +88,6 @@ bool agent_progress_hung(const ProgressTracker *t, int64_t hang_timeout_s, int64
 }
 
 /* Parses "step_<digits>" (AXLearn writes %08d, longer numbers are allowed); -EINVAL else. */
-static int checkpoint_parse_name(const char *name, int64_t *ret_step) {
-        if (strncmp(name, "step_", 5) != 0 || !isdigit((unsigned char) name[5]))
-                return -EINVAL;
-        for (const char *p = name + 5; *p; p++)
-                if (!isdigit((unsigned char) *p))
-                        return -EINVAL;
-        return agent_progress_parse(name + 5, ret_step);
-}
-
 int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path) {
         DIR *d = opendir(dir);
         if (!d)
@@ -106,11 +98,11 @@ int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path)
         struct dirent *de;
         while ((de = readdir(d))) {
                 int64_t step;
-                if (checkpoint_parse_name(de->d_name, &step) < 0 || step <= best)
+                if (checkpoint_name_parse(de->d_name, &step) < 0 || step <= best)
                         continue;
                 /* A step is a real directory of dir: a symlink could name any path on
                  * the node, and the controller takes the path as the resume point. */
-                _cleanup_free_ char *step_dir = xasprintf("%s/%s", dir, de->d_name);
+                _cleanup_free_ char *step_dir = checkpoint_path_make(dir, de->d_name);
                 _cleanup_free_ char *index = xasprintf("%s/index", step_dir);
                 struct stat st;
                 if (lstat(step_dir, &st) < 0 || !S_ISDIR(st.st_mode) || lstat(index, &st) < 0)
@@ -123,10 +115,7 @@ int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path)
 
         if (best < 0)
                 return 0;
-        size_t len = strlen(dir);
-        while (len > 1 && dir[len - 1] == '/')
-                len--;
-        *ret_path = xasprintf("%.*s/%s", (int) len, dir, best_name);
+        *ret_path = checkpoint_path_make(dir, best_name);
         *ret_step = best;
         free(best_name);
         return 1;

@@ -131,16 +131,27 @@ static int shim_write_pid(const char *dir, const char *name, pid_t pid) {
  * while the host is suspended, and the deadline is on CLOCK_BOOTTIME, which does not. */
 #define SHIM_LEASE_CHECK_MAX_MS 1000
 
-/* Kills the rank and everything it started: the node's lease has run out. */
+/*
+ * Kills the rank and everything it started: the node's lease has run out. Its process
+ * group needs no signal of its own: a group lives in our session, so every member is
+ * one of our descendants.
+ */
 static void shim_fence(pid_t rank, int64_t late_ms) {
         dprintf(STDERR_FILENO,
                 "axagent: the node's lease ran out %" PRId64 " ms ago (the agent is gone, "
                 "stopped, hung or cut off from the controller): killing the rank and every "
                 "process it started\n",
                 late_ms);
-        kill(-rank, SIGKILL);
-        kill(rank, SIGKILL);
         (void) proctree_kill(getpid(), rank, SHIM_KILL_ROUNDS);
+}
+
+/* The rank could not even be forked: records a launch failure, tells the agent, ends. */
+_Noreturn static void shim_give_up(const ShimLaunch *l, const ShimPids *pids, const char *what) {
+        dprintf(STDERR_FILENO, "axagent: cannot %s: %s\n", what, strerror(errno));
+        (void) agent_shim_write_status(
+                l->rank_dir, (RankExit){ .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED });
+        (void) !write(3, pids, sizeof(*pids));
+        _exit(0);
 }
 
 /*
@@ -174,15 +185,12 @@ static int shim_wait_rank(const ShimLaunch *l, pid_t rank) {
                 int timeout = left <= 0 ? 100 : (int) (left < SHIM_LEASE_CHECK_MAX_MS
                                                                ? left
                                                                : SHIM_LEASE_CHECK_MAX_MS);
+                /* Without a signalfd (it could not be made) exits are polled for. */
                 struct pollfd pfd = { .fd = sfd, .events = POLLIN };
-                if (sfd >= 0) {
-                        if (poll(&pfd, 1, timeout) > 0) {
-                                struct signalfd_siginfo si;
-                                while (read(sfd, &si, sizeof(si)) > 0)
-                                        ;
-                        }
-                } else {
-                        poll(NULL, 0, min_int(timeout, 10));
+                if (poll(&pfd, sfd >= 0, sfd >= 0 ? timeout : min_int(timeout, 10)) > 0) {
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof(si)) > 0)
+                                ;
                 }
         }
 }
@@ -201,20 +209,14 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         (void) shim_write_pid(l->rank_dir, "shim.pid", pids.shim);
         /* Before the fork: orphans of the rank's tree must come back to us, not to init. */
         (void) prctl(PR_SET_CHILD_SUBREAPER, 1);
+        int start_pipe[2];
+        if (pipe2(start_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+                shim_give_up(l, &pids, "create a pipe");
         /*
          * The rank is forked while every signal is at its default: an ignored SIGTERM
          * would survive into it (ignored dispositions outlive exec) and a kill arriving
          * before it could reset them would be lost.
          */
-        int start_pipe[2] = { -1, -1 };
-        if (pipe2(start_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-                dprintf(STDERR_FILENO, "axagent: cannot create a pipe: %s\n", strerror(errno));
-                (void) agent_shim_write_status(
-                        l->rank_dir,
-                        (RankExit){ .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED });
-                (void) !write(3, &pids, sizeof(pids));
-                _exit(0);
-        }
         pid_t rank = fork();
         if (rank == 0)
                 shim_exec_rank(l, start_pipe[1]);
@@ -224,14 +226,8 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
         signal(SIGPIPE, SIG_IGN);
-        if (rank < 0) {
-                dprintf(STDERR_FILENO, "axagent: cannot fork rank: %s\n", strerror(errno));
-                (void) agent_shim_write_status(
-                        l->rank_dir,
-                        (RankExit){ .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED });
-                (void) !write(3, &pids, sizeof(pids));
-                _exit(0);
-        }
+        if (rank < 0)
+                shim_give_up(l, &pids, "fork rank");
         /* Also set here, so the agent may signal the group as soon as it has the pid. */
         setpgid(rank, rank);
         pids.rank = rank;
@@ -248,7 +244,6 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         int st = shim_wait_rank(l, rank);
         /* Whatever the rank started is stopped with it: its group, and what left the
          * group (setsid, double fork) but, orphaned, came back to us, the subreaper. */
-        kill(-rank, SIGKILL);
         (void) proctree_kill(getpid(), -1, SHIM_KILL_ROUNDS);
 
         RankExit ex = WIFSIGNALED(st) ? (RankExit){ .signaled = true, .code = WTERMSIG(st) }

@@ -55,6 +55,26 @@ static bool wait_gone(pid_t pid) {
         return pid_gone(pid);
 }
 
+/* Opens a table on state with a lease of lease_ms from now and starts `sleep 60` as key. */
+static Rank *start_sleeper(const char *state, int64_t lease_ms, RankKey key, RankTable **t) {
+        CHECK(rank_table_new(state, boot_id, t) == 0);
+        rank_table_renew_lease(*t, util_boot_ms() + lease_ms);
+        char *argv[] = { "sleep", "60", NULL };
+        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        RankLaunch l = { .key = key, .argv = argv, .envp = envp };
+        Rank *r;
+        CHECK(rank_table_start(*t, &l, &r) == 0);
+        return r;
+}
+
+/* Renews t's lease to lease_ms ahead every 100 ms, rounds times, as an agent would. */
+static void renew_for(RankTable *t, int64_t lease_ms, int rounds) {
+        for (int i = 0; i < rounds; i++) {
+                rank_table_renew_lease(t, util_boot_ms() + lease_ms);
+                usleep(100 * 1000);
+        }
+}
+
 /* A rank that starts an escapee (new session, pid in esc) and then runs until killed,
  * ignoring SIGTERM. */
 static Rank *start_escaping_rank(RankTable *t, RankKey key, const char *esc) {
@@ -99,30 +119,19 @@ static void test_fenced_when_lease_runs_out(const char *state) {
 
 static void test_renewals_keep_ranks_across_agents(const char *state) {
         RankTable *t;
-        CHECK(rank_table_new(state, boot_id, &t) == 0);
-        rank_table_renew_lease(t, util_boot_ms() + 400);
-        char *argv[] = { "sleep", "60", NULL };
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        RankLaunch l = { .key = { 2, 1, 0 }, .argv = argv, .envp = envp };
-        Rank *r;
-        CHECK(rank_table_start(t, &l, &r) == 0);
+        RankKey key = { 2, 1, 0 };
+        Rank *r = start_sleeper(state, 400, key, &t);
         pid_t pid = r->rank_pid;
         /* The agent renews: the rank lives well past the first deadline. */
-        for (int i = 0; i < 10; i++) {
-                rank_table_renew_lease(t, util_boot_ms() + 400);
-                usleep(100 * 1000);
-        }
+        renew_for(t, 400, 10);
         CHECK(!rank_check_exit(r));
         /* The agent dies; a new one opens the same lease within it and renews. */
         rank_table_free(t);
         CHECK(rank_table_new(state, boot_id, &t) == 0);
         CHECK(rank_table_adopt(t) == 1);
-        r = rank_table_find(t, l.key);
+        r = rank_table_find(t, key);
         CHECK(r && r->state == AGENT_RANK_RUNNING && r->rank_pid == pid);
-        for (int i = 0; i < 8; i++) {
-                rank_table_renew_lease(t, util_boot_ms() + 400);
-                usleep(100 * 1000);
-        }
+        renew_for(t, 400, 8);
         CHECK(!rank_check_exit(r));
         /* It stops renewing: fenced. */
         CHECK(wait_exit_ms(r, 3000));
@@ -135,14 +144,7 @@ static void test_renewals_keep_ranks_across_agents(const char *state) {
 static void test_lost_state_dir_cannot_keep_orphans(const char *state) {
         _cleanup_free_ char *dir = xasprintf("%s/lost", state);
         RankTable *t;
-        CHECK(rank_table_new(dir, boot_id, &t) == 0);
-        rank_table_renew_lease(t, util_boot_ms() + 1000);
-        char *argv[] = { "sleep", "60", NULL };
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        RankLaunch l = { .key = { 3, 1, 0 }, .argv = argv, .envp = envp };
-        Rank *r;
-        CHECK(rank_table_start(t, &l, &r) == 0);
-        pid_t pid = r->rank_pid;
+        pid_t pid = start_sleeper(dir, 1000, (RankKey){ 3, 1, 0 }, &t)->rank_pid;
         rank_table_free(t);
 
         /* The state directory is wiped and a new agent starts there, renewing its own
@@ -150,10 +152,7 @@ static void test_lost_state_dir_cannot_keep_orphans(const char *state) {
         CHECK(util_rm_rf(dir) == 0);
         CHECK(rank_table_new(dir, boot_id, &t) == 0);
         CHECK(rank_table_adopt(t) == 0);
-        for (int i = 0; i < 25 && !pid_gone(pid); i++) {
-                rank_table_renew_lease(t, util_boot_ms() + 1000);
-                usleep(100 * 1000);
-        }
+        renew_for(t, 1000, 25);
         CHECK(wait_gone(pid));
         rank_table_free(t);
 }
@@ -237,7 +236,8 @@ int main(void) {
         test_renewals_keep_ranks_across_agents(state);
         test_lost_state_dir_cannot_keep_orphans(state);
         test_tree_ends_with_the_rank(state);
-        CHECK(proctree_count(getpid()) == 0);
+        /* Nothing any rank started is left below this test: nothing to kill. */
+        CHECK(proctree_kill(getpid(), -1, 1) == 0);
         util_rm_rf(state);
         return 0;
 }

@@ -70,7 +70,7 @@ struct Api {
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
         Request *waiting; /* suspended: for commit or for a node change */
-        Request *streams; /* log streams, which suspend while their pipe is empty */
+        Request *streams; /* log streams (suspended while their pipe is empty) */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
         Histogram latency[_ROUTE_MAX + 1];
@@ -340,6 +340,10 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
                 request_set_error(req, 500, "internal", NULL, "cannot start streaming the log");
                 return;
         }
+        req->stream_next = api->streams;
+        if (api->streams)
+                api->streams->stream_prev = req;
+        api->streams = req;
 }
 
 /* Routes under /v1/jobs/{id}: the id must name a job. */
@@ -696,13 +700,6 @@ static void proxy_wait(Api *api, Request *req) {
         struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = req};
         if (epoll_ctl(api->proxy_ep, EPOLL_CTL_MOD, logproxy_fd(req->proxy), &ev) < 0)
                 epoll_ctl(api->proxy_ep, EPOLL_CTL_ADD, logproxy_fd(req->proxy), &ev);
-        bool listed = req->stream_prev || api->streams == req;
-        if (!listed) {
-                req->stream_next = api->streams;
-                if (api->streams)
-                        api->streams->stream_prev = req;
-                api->streams = req;
-        }
         req->proxy_suspended = true;
         MHD_suspend_connection(req->connection);
 }

@@ -21,7 +21,7 @@ struct StrMap {
         size_t size;
 };
 
-static uint64_t hash(const char *s) {
+uint64_t strmap_hash(const char *s) {
         uint64_t h = 1469598103934665603ULL; /* FNV-1a */
         for (; *s; s++)
                 h = (h ^ (unsigned char) *s) * 1099511628211ULL;
@@ -48,7 +48,7 @@ StrMap *strmap_free(StrMap *m) {
 
 static Slot *find(const StrMap *m, const char *key) {
         size_t mask = m->cap - 1;
-        for (size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+        for (size_t i = strmap_hash(key) & mask;; i = (i + 1) & mask) {
                 Slot *s = &m->slots[i];
                 if (!s->key)
                         return NULL;
@@ -70,7 +70,7 @@ static void grow(StrMap *m) {
         m->used = m->size = 0;
         for (size_t i = 0; i < old_cap; i++)
                 if (old[i].key && old[i].key != TOMBSTONE) {
-                        size_t mask = m->cap - 1, j = hash(old[i].key) & mask;
+                        size_t mask = m->cap - 1, j = strmap_hash(old[i].key) & mask;
                         while (m->slots[j].key)
                                 j = (j + 1) & mask;
                         m->slots[j] = old[i];
@@ -88,7 +88,7 @@ void strmap_put(StrMap *m, const char *key, void *value) {
         }
         if ((m->used + 1) * 4 >= m->cap * 3)
                 grow(m);
-        size_t mask = m->cap - 1, i = hash(key) & mask;
+        size_t mask = m->cap - 1, i = strmap_hash(key) & mask;
         while (m->slots[i].key && m->slots[i].key != TOMBSTONE)
                 i = (i + 1) & mask;
         if (!m->slots[i].key)

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct StrMap StrMap;
 
@@ -17,3 +18,5 @@ void *strmap_get(const StrMap *m, const char *key);
 void strmap_put(StrMap *m, const char *key, void *value);
 void strmap_remove(StrMap *m, const char *key);
 size_t strmap_size(const StrMap *m);
+/* The map's string hash (FNV-1a), for callers that need a stable short name of a string. */
+uint64_t strmap_hash(const char *s);

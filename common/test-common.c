@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../tests/unit/check.h"
+#include "checkpoint.h"
 #include "spec.h"
 #include "strmap.h"
 #include "util.h"
@@ -121,7 +122,29 @@ static void test_util(void) {
         CHECK_STR(util_format_time(1700000000123, buf, sizeof(buf)), "2023-11-14T22:13:20.123Z");
 }
 
+static void test_checkpoint_names(void) {
+        int64_t step = -1;
+        CHECK(checkpoint_name_parse("step_00000040", &step) == 0 && step == 40);
+        CHECK(checkpoint_name_parse("step_5", &step) == 0 && step == 5);
+        CHECK(checkpoint_name_parse("step_", &step) < 0);
+        CHECK(checkpoint_name_parse("step_12a", &step) < 0);
+        CHECK(checkpoint_name_parse("step_ 12", &step) < 0);
+        CHECK(checkpoint_name_parse("step_99999999999999999999", &step) < 0);
+        CHECK(checkpoint_name_parse("ckpt_1", &step) < 0);
+        char *p = checkpoint_path_make("/ckpt/x//", "step_00000007");
+        CHECK(strcmp(p, "/ckpt/x/step_00000007") == 0);
+        free(p);
+        CHECK(checkpoint_path_in_dir("/ckpt/x/", "/ckpt/x/step_00000007", 7));
+        CHECK(!checkpoint_path_in_dir("/ckpt/x", "/ckpt/x/step_00000007", 8));
+        CHECK(!checkpoint_path_in_dir("/ckpt/x", "/etc/shadow", 7));
+        CHECK(!checkpoint_path_in_dir("/ckpt/x", "/ckpt/x/../step_00000007", 7));
+        CHECK(!checkpoint_path_in_dir("/ckpt/x", "/ckpt/x/sub/step_00000007", 7));
+        CHECK(!checkpoint_path_in_dir("/ckpt/x", "/ckpt/xy/step_00000007", 7));
+        CHECK(!checkpoint_path_in_dir(NULL, "/ckpt/x/step_00000007", 7));
+}
+
 int main(void) {
+        test_checkpoint_names();
         test_spec_errors();
         test_spec_defaults();
         test_wire();

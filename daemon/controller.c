@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "controller-internal.h"
+#include "checkpoint.h"
 #include "health.h"
 #include "log.h"
 #include "scheduler.h"
@@ -304,13 +305,8 @@ static void node_blame(Controller *ctl, Node *node) {
 
 /* A hash naming who runs a job: its project and user. */
 static uint64_t job_owner(const Job *job) {
-        uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-        for (const char *p = job->spec->project; p && *p; p++)
-                h = (h ^ (uint8_t) *p) * 1099511628211ULL;
-        h = (h ^ '/') * 1099511628211ULL;
-        for (const char *p = job->spec->user; p && *p; p++)
-                h = (h ^ (uint8_t) *p) * 1099511628211ULL;
-        return h;
+        _cleanup_free_ char *owner = xasprintf("%s/%s", job->spec->project, job->spec->user);
+        return strmap_hash(owner);
 }
 
 /*
@@ -335,9 +331,9 @@ static Node *failure_blame(Controller *ctl, Job *job, FailureClass cls, Node *no
         return node;
 }
 
-/* Progress means a checkpoint newer than the attempt resumed from, or a higher step than
- * any attempt reached before. */
-static bool attempt_progressed(Job *job, const Attempt *a) {
+/* Whether attempt a made progress: a checkpoint newer than the one it resumed from, or a
+ * higher step than any attempt reached before (recorded in job->best_step). */
+static bool attempt_record_progress(Job *job, const Attempt *a) {
         int64_t top = -1;
         for (int i = 0; i < job->n_ranks; i++)
                 if (job->ranks[i].attempt == job->attempt && job->ranks[i].step > top)
@@ -364,7 +360,7 @@ static void job_attempt_failed(Controller *ctl, Job *job, EndReason reason, Node
         if (blamed)
                 node_blame(ctl, blamed);
         Attempt *a = job_current_attempt(job);
-        bool progressed = attempt_progressed(job, a);
+        bool progressed = attempt_record_progress(job, a);
         /* Failures of the node are not the job's: they neither grow its backoff nor
          * count towards its limit of failures without progress. */
         if (cls == FAILURE_JOB || cls == FAILURE_START)
@@ -806,22 +802,6 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
                          node->name, rr->exit_code);
         ctl_event(ctl, job->id, node->name, "rank_exit", "%s", detail);
         job_attempt_failed(ctl, job, END_RANK_EXIT, node, rr->exit_code, rr->signal, detail);
-}
-
-/* True when path is <checkpoint_dir>/step_<digits> and the digits are step. */
-static bool checkpoint_path_in_dir(const char *dir, const char *path, int64_t step) {
-        if (!dir || !*dir || !path)
-                return false;
-        size_t len = strlen(dir);
-        while (len > 1 && dir[len - 1] == '/')
-                len--;
-        if (strncmp(path, dir, len) != 0 || strncmp(path + len, "/step_", 6) != 0)
-                return false;
-        const char *digits = path + len + 6;
-        size_t n = strspn(digits, "0123456789");
-        if (n == 0 || n > 19 || digits[n] != '\0')
-                return false;
-        return strtoll(digits, NULL, 10) == step;
 }
 
 /*
