@@ -7,10 +7,13 @@
  * even in a new session or outside its process group, ends when the rank ends.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lease.h"
@@ -227,11 +230,58 @@ static void test_lease_file(const char *state) {
         node_lease_close(a);
         struct stat st;
         CHECK(stat(path, &st) == 0 && st.st_size == 16);
+        /* A rank, another user, must not be able to extend its own lease. */
+        CHECK((st.st_mode & 0022) == 0);
+}
+
+/* Fills the filesystem holding dir until a write fails with ENOSPC. */
+static void fill_disk(const char *dir) {
+        _cleanup_free_ char *path = xasprintf("%s/fill", dir);
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        CHECK(fd >= 0);
+        char block[4096] = { 0 };
+        ssize_t n;
+        while ((n = write(fd, block, sizeof(block))) > 0)
+                ;
+        CHECK(n < 0 && errno == ENOSPC);
+        while (write(fd, block, 1) > 0) /* the last bytes of a partial block */
+                ;
+        close(fd);
+}
+
+/* A full disk: an existing lease is reopened and renewed without a byte of new space; a
+ * new one cannot be created and says why. Needs root for a small tmpfs. */
+static void test_lease_on_full_disk(const char *state) {
+        _cleanup_free_ char *mnt = xasprintf("%s/full", state);
+        CHECK(mkdir(mnt, 0755) == 0);
+        if (mount("tmpfs", mnt, "tmpfs", 0, "size=64k") < 0) {
+                fprintf(stderr, "full-disk case not run: cannot mount a tmpfs (%s)\n",
+                        strerror(errno));
+                CHECK(geteuid() != 0); /* root can: CI runs it */
+                return;
+        }
+        _cleanup_free_ char *fresh = xasprintf("%s/fresh", mnt);
+        CHECK(mkdir(fresh, 0755) == 0);
+        NodeLease *l;
+        CHECK(node_lease_open(mnt, &l) == 0);
+        node_lease_renew(l, 111);
+        fill_disk(mnt);
+        node_lease_renew(l, 222);
+        NodeLease *again;
+        CHECK(node_lease_open(mnt, &again) == 0);
+        CHECK(node_lease_deadline(again) == 222);
+        node_lease_renew(again, 333);
+        CHECK(node_lease_deadline(l) == 333);
+        node_lease_close(again);
+        node_lease_close(l);
+        CHECK(node_lease_open(fresh, &l) == -ENOSPC);
+        CHECK(umount2(mnt, MNT_DETACH) == 0);
 }
 
 int main(void) {
         _cleanup_free_ char *state = test_tmpdir();
         test_lease_file(state);
+        test_lease_on_full_disk(state);
         test_fenced_when_lease_runs_out(state);
         test_renewals_keep_ranks_across_agents(state);
         test_lost_state_dir_cannot_keep_orphans(state);

@@ -57,7 +57,7 @@ def summary(name, values, target=None):
 def long_job(c, name, **kw):
     job = c.work_job(name, ranks=4, ranks_per_node=2, steps=100000, step_ms=20,
                      checkpoint_every=50, restart={"max_restarts": 1000, "backoff_max_s": 0,
-                                                           "max_failures_without_progress": 0},
+                                                           "max_failures_without_progress": 1000},
                      **kw)
     return job
 

@@ -223,8 +223,9 @@ static int parse_restart(json_t *json, JobSpec *spec, JsonError *err) {
                 return r;
         p->backoff_max_s = (int) v;
         v = p->max_failures_without_progress;
+        /* At least 1: "no limit" would let one user's job crash-loop for ever. */
         if ((r = json_get_int(res, "max_failures_without_progress",
-                              "restart.max_failures_without_progress", false, 0, 100000, &v,
+                              "restart.max_failures_without_progress", false, 1, 1000, &v,
                               err)) < 0)
                 return r;
         p->max_failures_without_progress = (int) v;

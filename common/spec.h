@@ -41,7 +41,7 @@ typedef struct RestartPolicy {
         int n_retry_exit_codes;
         int fatal_exit_codes[SPEC_MAX_EXIT_CODES]; /* never restart */
         int n_fatal_exit_codes;
-        int max_failures_without_progress; /* job failures in a row that fail it; 0: no limit */
+        int max_failures_without_progress; /* job failures in a row that fail it, 1..1000 */
 } RestartPolicy;
 
 typedef struct JobSpec {

@@ -303,10 +303,10 @@ static void node_blame(Controller *ctl, Node *node) {
         }
 }
 
-/* A hash naming who runs a job: its project and user. */
+/* A hash naming who runs a job: its user. Not the project: a user bound to two projects
+ * is still one user, and must not count as two witnesses against a node. */
 static uint64_t job_owner(const Job *job) {
-        _cleanup_free_ char *owner = xasprintf("%s/%s", job->spec->project, job->spec->user);
-        return strmap_hash(owner);
+        return strmap_hash(job->spec->user ? job->spec->user : "");
 }
 
 /*
@@ -661,7 +661,9 @@ static void node_fail_live_attempts(Controller *ctl, Node *node, EndReason reaso
  */
 static int node_claim_check(Controller *ctl, const Node *node, const char *agent_id,
                             CtlError *err) {
-        if (!node->connected || !node->agent_id || util_streq_ptr(node->agent_id, agent_id) ||
+        /* A restarted controller gives every stored node a fresh lease, and remembers its
+         * agent: until that lease runs out, the agent it knew gets the node back. */
+        if (!node->agent_id || util_streq_ptr(node->agent_id, agent_id) ||
             health_node_lost(node->last_sync_mono, util_now_ms(), ctl->cfg.lease_ms,
                              ctl->cfg.grace_ms))
                 return 0;

@@ -96,7 +96,7 @@ typedef struct NodeJob {
 struct Node {
         int index; /* position in the controller's node list (nodes are never removed) */
         char *name, *hostname, *address, *boot_id;
-        char *agent_id; /* the agent holding the node's lease (memory only); NULL: any */
+        char *agent_id; /* the agent holding the node's lease; NULL: any */
         json_t *labels; /* object of strings */
         json_t *inventory; /* as registered */
         NodeState state;

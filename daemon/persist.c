@@ -188,7 +188,8 @@ static int persist_node(Controller *ctl, Node *node) {
         char *blame_text = json_dumps(blames, JSON_COMPACT);
         json_decref(blames);
         StoreNode sn = {.name = node->name, .hostname = node->hostname, .address = node->address,
-                        .boot_id = node->boot_id, .labels = labels, .inventory = inventory,
+                        .boot_id = node->boot_id, .agent_id = node->agent_id,
+                        .labels = labels, .inventory = inventory,
                         .state = node_state_to_string(node->state), .reason = node->reason,
                         .last_seen_ms = opt_ms(node->last_seen_ms), .blame_times = blame_text};
         int r = store_node_put(ctl->store, &sn);
@@ -312,6 +313,7 @@ static int load_node(void *ud, const StoreNode *sn) {
         node->hostname = sn->hostname ? xstrdup(sn->hostname) : NULL;
         node->address = sn->address ? xstrdup(sn->address) : NULL;
         node->boot_id = sn->boot_id ? xstrdup(sn->boot_id) : NULL;
+        node->agent_id = sn->agent_id ? xstrdup(sn->agent_id) : NULL;
         node->labels = json_loads(sn->labels, 0, &jerr);
         if (!json_is_object(node->labels)) {
                 json_decref(node->labels);

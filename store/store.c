@@ -53,6 +53,8 @@ static const char *const migrations[] = {
         "  name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, role TEXT NOT NULL,"
         "  projects TEXT NOT NULL, node TEXT, created_ms INTEGER NOT NULL,"
         "  revoked_ms INTEGER);",
+        /* 4: the agent holding a node, so a restarted controller refuses a second one */
+        "ALTER TABLE node ADD COLUMN agent_id TEXT;",
 };
 
 enum {
@@ -93,8 +95,8 @@ static const char *const statement_sql[_STMT_MAX] = {
                           " state, alive, pid, exit_code, signal, step, local_rank, node_rank)"
                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [STMT_NODE_PUT] = "INSERT OR REPLACE INTO node (name, hostname, address, boot_id,"
-                          " labels, inventory, state, reason, last_seen_ms, blame_times)"
-                          " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                          " labels, inventory, state, reason, last_seen_ms, blame_times,"
+                          " agent_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         [STMT_CHECKPOINT_PUT] = "INSERT OR REPLACE INTO checkpoint (job, step, path,"
                                 " committed_ms, attempt) VALUES (?,?,?,?,?)",
         [STMT_EVENT_APPEND] = "INSERT INTO event (time_ms, job, node, kind, detail)"
@@ -352,6 +354,7 @@ int store_node_put(Store *store, const StoreNode *n) {
         bind_text(st, 8, n->reason ? n->reason : "");
         bind_int(st, 9, n->last_seen_ms);
         bind_text(st, 10, n->blame_times ? n->blame_times : "[]");
+        bind_text(st, 11, n->agent_id);
         return step_done(st);
 }
 
@@ -522,6 +525,7 @@ static int node_row(sqlite3_stmt *st, void *p) {
                 .reason = col_text(st, 7),
                 .last_seen_ms = col_int(st, 8),
                 .blame_times = col_text(st, 9),
+                .agent_id = col_text(st, 10),
         };
         return ((StoreNodeFn) ctx->fn)(ctx->userdata, &n);
 }
@@ -530,7 +534,7 @@ int store_nodes_load(Store *store, StoreNodeFn fn, void *userdata) {
         sqlite3_stmt *st;
         int r = query(store,
                       "SELECT name, hostname, address, boot_id, labels, inventory, state, reason,"
-                      " last_seen_ms, blame_times FROM node ORDER BY name",
+                      " last_seen_ms, blame_times, agent_id FROM node ORDER BY name",
                       &st);
         if (r < 0)
                 return r;

@@ -64,6 +64,7 @@ typedef struct StoreNode {
         const char *state, *reason;
         int64_t last_seen_ms;
         const char *blame_times; /* JSON array of wall ms */
+        const char *agent_id; /* the agent that last registered it; NULL: none yet */
 } StoreNode;
 
 typedef struct StoreCheckpoint {

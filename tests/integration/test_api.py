@@ -61,6 +61,9 @@ class ApiTest(axtest.ClusterTestCase):
             ({"ranks": 4, "ranks_per_node": 3}, "ranks_per_node"),
             ({"restart": {"max_restarts": -1}}, "restart.max_restarts"),
             ({"restart": {"bogus": 1}}, "restart.bogus"),
+            # An unlimited crash loop is not something a user may ask for.
+            ({"restart": {"max_failures_without_progress": 0}},
+             "restart.max_failures_without_progress"),
             ({"env": {"A": 1}}, "env"),
         ]
         for change, field in cases:

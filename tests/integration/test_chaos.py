@@ -126,7 +126,7 @@ class ChaosTest(axtest.ClusterTestCase):
                              steps=rng.randrange(60, 140), step_ms=50, checkpoint_every=5,
                              args=args, seed=rng.randrange(1 << 32), hang_timeout_s=3,
                              restart={"max_restarts": 1000, "backoff_initial_s": 0,
-                                      "max_failures_without_progress": 0},
+                                      "max_failures_without_progress": 1000},
                              spec={"resources": {"cpus": 0}})
             job.key = "chaos-%d-%d" % (seed, i)
             jobs.append(job)

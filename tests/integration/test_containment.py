@@ -13,6 +13,7 @@
   gone, child included, after a cancel."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -103,7 +104,8 @@ class ContainmentTest(axtest.ClusterTestCase):
         c.wait_job(job.id)
 
     def test_one_node_name_one_agent(self):
-        c = self.start_cluster(2, lease_ms=2000, grace_ms=500)
+        # A lease that outlasts a controller restart while the holder is stopped.
+        c = self.start_cluster(2, lease_ms=4000, grace_ms=1000)
         job = c.work_job("claim", ranks=1, steps=160, step_ms=50, checkpoint_every=5)
         job.id = c.submit(job.spec)["id"]
         node = c.wait_running(job.id)[0]["node"]
@@ -125,6 +127,17 @@ class ContainmentTest(axtest.ClusterTestCase):
         time.sleep(1.5)
         self.assertEqual(axtest.workload_pids(c.marker, job.id), first_pids,
                          "a second agent for the node started a second copy of the rank")
+        self.assertEqual(c.job(job.id)["attempt"], 1)
+
+        # A controller killed and restarted meanwhile still knows who holds the node,
+        # even when the second agent is the first to come back to it.
+        c.agents[node].signal(signal.SIGSTOP)
+        c.restart_controller()
+        time.sleep(1.0)
+        self.assertEqual(axtest.workload_pids(c.marker, job.id), first_pids,
+                         "after a controller restart a second agent started the rank again")
+        c.agents[node].signal(signal.SIGCONT)
+        c.wait_nodes_ready([node], timeout=30)
         self.assertEqual(c.job(job.id)["attempt"], 1)
 
         # The first agent dies: its rank fences itself, and the second agent takes the

@@ -10,6 +10,7 @@ are ever alive at once, and the job ends with the value of a failure-free run.""
 
 import os
 import signal
+import subprocess
 import time
 import unittest
 
@@ -20,10 +21,10 @@ GRACE_MS = 500
 
 
 class FencingTest(axtest.ClusterTestCase):
-    def cluster(self, **kwargs):
+    def cluster(self, n_agents=2, **kwargs):
         kwargs.setdefault("lease_ms", LEASE_MS)
         kwargs.setdefault("grace_ms", GRACE_MS)
-        return self.start_cluster(2, **kwargs)
+        return self.start_cluster(n_agents, **kwargs)
 
     def node_of(self, ranks):
         nodes = {r["node"] for r in ranks}
@@ -91,6 +92,45 @@ class FencingTest(axtest.ClusterTestCase):
         c.wait_nodes_ready([lost], timeout=30)
         self.assert_one_attempt_alive(c, job)
         self.assert_recovered(c, job, lost)
+
+    def test_full_state_disk_neither_fences_nor_loses_ranks(self):
+        """The agent's state directory fills up (a rank's log did it): renewing the lease
+        needs no new space, so the rank is not fenced while its agent lives, and an agent
+        restarted on the full disk re-adopts it."""
+        c = self.cluster(n_agents=1)
+        state = os.path.join(c.tmp, "n1")
+        c.agents["n1"].terminate()
+        with open(os.path.join(state, "agent-id")) as f:
+            agent_id = f.read()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", state],
+                          capture_output=True).returncode != 0:
+            if os.geteuid() == 0:
+                self.fail("root could not mount a tmpfs for the full-disk case")
+            self.skipTest("mounting a tmpfs needs root")
+        self.addCleanup(subprocess.run, ["umount", "-l", state])
+        # The same agent on a new disk: its identity moves with it.
+        with open(os.path.join(state, "agent-id"), "w") as f:
+            f.write(agent_id)
+        c.start_agent("n1")
+        c.wait_nodes_ready(["n1"])
+        job, node = self.start_job(c, "fulldisk", steps=300)
+        pids = axtest.workload_pids(c.marker, job.id, 1)
+        with open(os.path.join(state, "fill"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        time.sleep(2 * LEASE_MS / 1000.0)
+        self.assertTrue(all(axtest.pid_alive(p) for p in pids.values()),
+                        "a full state disk fenced the rank of a live agent")
+        c.restart_agent("n1", signal.SIGKILL)
+        c.wait_nodes_ready(["n1"])
+        time.sleep(2 * LEASE_MS / 1000.0)
+        self.assertTrue(all(axtest.pid_alive(p) for p in pids.values()),
+                        "an agent restarted on a full state disk lost its rank")
+        self.assertEqual(c.job(job.id)["attempt"], 1)
 
     def test_agent_restarted_within_lease_keeps_ranks(self):
         # The default lease (5 s): an agent restart, crash included, takes far less.

@@ -64,7 +64,7 @@ class NodesTest(axtest.ClusterTestCase):
             job = c.work_job("crashy-" + owner, ranks=1, steps=50, step_ms=10,
                              checkpoint_every=0, args=["--crash-at", "3"],
                              restart={"max_restarts": 10, "backoff_max_s": 1,
-                                      "max_failures_without_progress": 0},
+                                      "max_failures_without_progress": 1000},
                              spec={"user": owner, "project": owner})
             job.id = c.submit(job.spec)["id"]
             jobs.append(job)
@@ -90,11 +90,12 @@ class NodesTest(axtest.ClusterTestCase):
         c = self.start_cluster(3, controller_args=["--quarantine-after", "2"])
         jobs = []
         for i in range(4):
+            # Two projects of one user are still one witness against a node.
             job = c.work_job("false-%d" % i, ranks=1, steps=50, step_ms=10,
                              checkpoint_every=0, args=["--exit-at", "2:1"],
                              restart={"max_restarts": 100, "retry_exit_codes": [1],
                                       "backoff_max_s": 0},
-                             spec={"user": "mallory", "project": "p"})
+                             spec={"user": "mallory", "project": "p%d" % (i % 2)})
             job.id = c.submit(job.spec)["id"]
             jobs.append(job)
         for job in jobs:
