@@ -6,6 +6,8 @@
  * its state directory cannot keep alive ranks it does not know; whatever a rank starts,
  * even in a new session or outside its process group, ends when the rank ends.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -160,6 +162,53 @@ static void test_lost_state_dir_cannot_keep_orphans(const char *state) {
         rank_table_free(t);
 }
 
+/* The number of live processes whose command line holds word as an argument. */
+static int count_with_arg(const char *word) {
+        DIR *d = opendir("/proc");
+        CHECK(d);
+        int found = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!isdigit((unsigned char) de->d_name[0]))
+                        continue;
+                _cleanup_free_ char *path = xasprintf("/proc/%s/cmdline", de->d_name);
+                char buf[256];
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                ssize_t n = read(fd, buf, sizeof(buf) - 1);
+                close(fd);
+                for (ssize_t i = 0; i < n; i += (ssize_t) strlen(buf + i) + 1) {
+                        buf[n] = '\0';
+                        if (strcmp(buf + i, word) == 0)
+                                found++;
+                }
+        }
+        closedir(d);
+        return found;
+}
+
+static void test_fork_storm_is_fenced(const char *state) {
+        /* A rank that detaches children into new sessions as fast as it can. */
+        RankTable *t;
+        CHECK(rank_table_new(state, boot_id, &t) == 0);
+        rank_table_renew_lease(t, util_boot_ms() + 1000);
+        char *argv[] = { "sh", "-c", "while :; do setsid sleep 61.7 & done", NULL };
+        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        RankLaunch l = { .key = { 6, 1, 0 }, .argv = argv, .envp = envp };
+        Rank *r;
+        CHECK(rank_table_start(t, &l, &r) == 0);
+        usleep(300 * 1000);
+        CHECK(count_with_arg("61.7") > 0);
+        CHECK(wait_exit_ms(r, 5000));
+        CHECK(r->exit.signaled && r->exit.code == SIGKILL);
+        for (int i = 0; i < 100 && count_with_arg("61.7") > 0; i++)
+                usleep(20 * 1000);
+        CHECK(count_with_arg("61.7") == 0);
+        rank_table_remove(t, r);
+        rank_table_free(t);
+}
+
 static void test_tree_ends_with_the_rank(const char *state) {
         RankTable *t;
         CHECK(rank_table_new(state, boot_id, &t) == 0);
@@ -286,6 +335,7 @@ int main(void) {
         test_renewals_keep_ranks_across_agents(state);
         test_lost_state_dir_cannot_keep_orphans(state);
         test_tree_ends_with_the_rank(state);
+        test_fork_storm_is_fenced(state);
         /* Nothing any rank started is left below this test: nothing to kill. */
         CHECK(proctree_kill(getpid(), -1, 1) == 0);
         util_rm_rf(state);
