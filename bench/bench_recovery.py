@@ -6,6 +6,8 @@ Prints, for a 4-rank job on 2 agents (ranks_per_node 2):
   - submit -> every rank running (fresh start)
   - rank SIGKILL -> every rank of the next attempt running (zero backoff)
   - node loss (agent and its ranks SIGKILLed) -> every rank running on the other nodes
+  - the agent alone SIGKILLed -> its ranks fenced by their supervisors, and the next
+    attempt running on the other nodes
   - hang (progress stops) -> every rank of the next attempt running
 Times are taken by polling the API every 2 ms, so they carry up to ~2 ms of slack.
 
@@ -85,12 +87,18 @@ def main():
             c.cancel(jid)
         summary("submit -> all 4 ranks running", starts)
 
-        # Rank SIGKILL with zero backoff.
+        # Rank SIGKILL after progress (zero backoff).
         job = long_job(c, "kill")
         jid = c.submit(job.spec)["id"]
         _, view = wait_all_running(c, jid, 1)
         kills = []
         for i in range(args.runs):
+            # Each attempt makes progress (a new checkpoint) before its rank dies, as in
+            # a real run: failures without progress back off by design (at least 1 s).
+            step = (c.job(jid).get("last_checkpoint") or {}).get("step", -1)
+            axtest.wait_for(lambda: (c.job(jid).get("last_checkpoint") or {}).get("step", -1)
+                            > step, 30, "a new checkpoint", interval=0.02)
+            _, view = wait_all_running(c, jid, view["attempt"])
             attempt = view["attempt"]
             pid = view["ranks"][1]["pid"]
             t0 = time.monotonic()
@@ -116,27 +124,38 @@ def main():
         summary("hang -> next attempt running", hangs,
                 "< hang_timeout + 1 s = %d ms" % (args.hang_timeout_s * 1000 + 1000))
 
-        # Node loss: SIGKILL an agent and its ranks, as a crashed host.
-        losses = []
-        for i in range(max(1, args.runs // 5)):
-            job = long_job(c, "loss")
-            jid = c.submit(job.spec)["id"]
-            _, view = wait_all_running(c, jid, 1)
-            victim = view["ranks"][0]["node"]
-            pids = [r["pid"] for r in view["ranks"] if r["node"] == victim]
-            t0 = time.monotonic()
-            c.agents[victim].kill()
-            for p in pids:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            t1, _ = wait_all_running(c, jid, 2, timeout=args.lease_ms / 1000 + 30)
-            losses.append(t1 - t0)
-            c.cancel(jid)
-            c.start_agent(victim)
-            c.wait_nodes_ready()
+        # Node loss: SIGKILL an agent and its ranks, as a crashed host; then the agent
+        # alone, as an OOM kill would (its ranks' supervisors fence them on the lease).
+        losses, agent_deaths, fences = [], [], []
+        for ranks_too, times in ((True, losses), (False, agent_deaths)):
+            for i in range(max(1, args.runs // 5)):
+                job = long_job(c, "loss")
+                jid = c.submit(job.spec)["id"]
+                _, view = wait_all_running(c, jid, 1)
+                victim = view["ranks"][0]["node"]
+                pids = [r["pid"] for r in view["ranks"] if r["node"] == victim]
+                t0 = time.monotonic()
+                c.agents[victim].kill()
+                for p in pids if ranks_too else []:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                if not ranks_too:
+                    axtest.wait_for(lambda: not any(axtest.pid_alive(p) for p in pids),
+                                    args.lease_ms / 1000 + 5, "the victim's ranks fenced",
+                                    interval=POLL)
+                    fences.append(time.monotonic() - t0)
+                t1, _ = wait_all_running(c, jid, 2, timeout=args.lease_ms / 1000 + 30)
+                times.append(t1 - t0)
+                c.cancel(jid)
+                c.start_agent(victim)
+                c.wait_nodes_ready()
         summary("node loss -> next attempt running", losses,
+                "< lease + grace + 1 s = %d ms" % (args.lease_ms + args.grace_ms + 1000))
+        summary("agent alone SIGKILLed -> its ranks fenced", fences,
+                "<= lease + 10 ms = %d ms, well before lease + grace" % (args.lease_ms + 10))
+        summary("agent alone SIGKILLed -> next attempt running", agent_deaths,
                 "< lease + grace + 1 s = %d ms" % (args.lease_ms + args.grace_ms + 1000))
     except BaseException:
         print("kept %s for inspection" % c.tmp, file=sys.stderr)
