@@ -97,8 +97,31 @@ static void request_set_error(Request *req, unsigned status, const char *code, c
         request_set_answer(req, status, json_pack("{s:o}", "error", e));
 }
 
+/* The HTTP face of the core's errors. */
+static const struct {
+        unsigned status;
+        const char *code;
+} ctl_error_http[_CTL_ERR_MAX] = {
+        [CTL_ERR_NONE] = {500, "internal"},
+        [CTL_ERR_INVALID_SPEC] = {400, "invalid_spec"},
+        [CTL_ERR_NOT_FOUND] = {404, "not_found"},
+        [CTL_ERR_CONFLICT] = {409, "conflict"},
+        [CTL_ERR_UNSCHEDULABLE] = {422, "unschedulable"},
+        [CTL_ERR_UNKNOWN_NODE] = {404, "unknown_node"},
+        [CTL_ERR_NODE_CLAIMED] = {409, "node_claimed"},
+        [CTL_ERR_BOOT_MISMATCH] = {409, "boot_mismatch"},
+        [CTL_ERR_UNAVAILABLE] = {503, "unavailable"},
+};
+
 static void request_set_ctl_error(Request *req, const CtlError *err) {
-        request_set_error(req, (unsigned) err->status, err->code, err->field, err->message);
+        CtlErrorCode c = err->code > 0 && err->code < _CTL_ERR_MAX ? err->code : CTL_ERR_NONE;
+        request_set_error(req, ctl_error_http[c].status, ctl_error_http[c].code, err->field,
+                          err->message);
+}
+
+/* The controller stopped after a failed durable write: nothing more is acknowledged. */
+static void request_set_unavailable(Request *req, const char *why) {
+        request_set_error(req, 503, "unavailable", NULL, why);
 }
 
 static enum MHD_Result queue_answer(struct MHD_Connection *con, Request *req) {
@@ -572,6 +595,12 @@ static void handle_openapi(Request *req) {
 }
 
 static void handle_healthz(Api *api, Request *req) {
+        const char *failure = ctl_failure(api->ctl);
+        if (failure) {
+                request_set_answer(req, 503, json_pack("{s:s,s:s}", "status", "failed",
+                                                       "reason", failure));
+                return;
+        }
         int jobs, nodes;
         ctl_counts(api->ctl, &jobs, &nodes);
         request_set_answer(req, 200, json_pack("{s:s,s:i,s:i}", "status", "ok", "active_jobs",
@@ -638,6 +667,10 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 request_set_error(req, 413, "too_large", NULL, "the request body is over 1 MiB");
                 return false;
         }
+        if (r != ROUTE_HEALTHZ && ctl_failure(api->ctl)) {
+                request_set_unavailable(req, ctl_failure(api->ctl));
+                return false;
+        }
         if (api->auth && r != ROUTE_HEALTHZ && !authenticate(api, req, con, r))
                 return false;
         switch (r) {
@@ -673,7 +706,7 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 handle_events(api, req, con, 0);
                 break;
         case ROUTE_QUOTAS:
-                request_set_answer(req, 200, ctl_quota_view(api->ctl));
+                request_set_answer(req, 200, view_quotas(api->ctl));
                 break;
         case ROUTE_AGENT_REGISTER:
                 handle_register(api, req);
@@ -951,10 +984,13 @@ int64_t api_timeout_ms(Api *api) {
 void api_after_commit(Api *api) {
         int64_t now = util_now_ms();
         bool resumed = false;
+        const char *failure = ctl_failure(api->ctl);
         Request **p = &api->waiting;
         while (*p) {
                 Request *r = *p;
-                if (r->wait_node) {
+                if (failure)
+                        request_set_unavailable(r, failure); /* its turn did not commit */
+                else if (r->wait_node) {
                         Node *node = ctl_node_find(api->ctl, r->wait_node);
                         if (node && node->version == r->wait_version && now < r->wait_deadline) {
                                 p = &r->next_waiting;

@@ -34,5 +34,6 @@ int api_fd(Api *api);
 void api_run(Api *api);
 /* Milliseconds until api_run must be called again at the latest; -1 for no limit. */
 int64_t api_timeout_ms(Api *api);
-/* After the controller committed a turn: answer waiting requests, wake long-polls. */
+/* After the controller committed a turn: answer waiting requests, wake long-polls. After
+ * a turn that failed (ctl_failure), every waiting request is answered 503. */
 void api_after_commit(Api *api);

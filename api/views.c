@@ -87,13 +87,13 @@ json_t *view_job(Controller *ctl, Job *job, bool with_details) {
 
 json_t *view_node(Controller *ctl, Node *node) {
         int cpus_free, devs_free, ranks;
-        ctl_node_free_capacity(ctl, node, &cpus_free, &devs_free, &ranks);
+        model_node_free_capacity(node, &cpus_free, &devs_free, &ranks);
         /* Free devices per kind. */
         json_t *free_acc = json_object();
         for (int d = 0; d < node->n_devices; d++) {
                 const char *kind = node->devices[d].kind;
                 json_int_t have = json_integer_value(json_object_get(free_acc, kind));
-                bool is_free = ctl_node_device_free(ctl, node, d);
+                bool is_free = node->device_used[d] == 0;
                 json_object_set_new(free_acc, kind, json_integer(have + (is_free ? 1 : 0)));
         }
         json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:O,s:{s:i,s:o},s:i}", "name", node->name,
@@ -149,4 +149,29 @@ json_t *view_desired(Controller *ctl, Node *node) {
         return json_pack("{s:I,s:I,s:I,s:o}", "version", (json_int_t) node->version, "lease_ms",
                          (json_int_t) ctl_config(ctl)->lease_ms, "sync_period_ms",
                          (json_int_t) ctl_config(ctl)->sync_period_ms, "ranks", c.ranks);
+}
+
+json_t *view_quotas(Controller *ctl) {
+        SchedResult res;
+        json_t *projects = json_array(), *kinds = json_array();
+        if (ctl_quota_usage(ctl, &res) >= 0) {
+                for (int k = 0; k < res.n_kinds; k++)
+                        json_array_append_new(kinds, json_string(res.kinds[k]));
+                for (int p = 0; p < res.n_projects; p++) {
+                        SchedProjectQuota *pq = &res.projects[p];
+                        json_t *quota = json_object(), *used = json_object();
+                        for (int k = 0; k < res.n_kinds; k++) {
+                                json_object_set_new(quota, res.kinds[k], json_real(pq->quota[k]));
+                                json_object_set_new(used, res.kinds[k], json_integer(pq->used[k]));
+                        }
+                        json_array_append_new(projects,
+                                              json_pack("{s:s,s:b,s:o,s:o}", "project", pq->project,
+                                                        "configured", pq->configured, "quota",
+                                                        quota, "used", used));
+                }
+                sched_result_clear(&res);
+        }
+        const char *path = ctl_config(ctl)->quota_path;
+        return json_pack("{s:o,s:o,s:o}", "kinds", kinds, "projects", projects, "quota_file",
+                         path ? json_string(path) : json_null());
 }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The controller core: owns the model (model.h) and the job/attempt state machine of
- * DESIGN.md §4, runs the scheduler and failure policy, and persists every transition.
- * Single-threaded: every function here runs on the main loop's thread.
+ * The controller core: owns the model (model.h), applies the operations of the API and
+ * the agents through the state machine of DESIGN.md §4 (transition.h), asks health/
+ * for failure verdicts, runs the scheduler, and persists every transition. It speaks
+ * no HTTP: errors are CtlErrorCode values that api/ maps. Single-threaded: every
+ * function here runs on the main loop's thread.
  *
  * Writes made during one loop turn go into one store transaction that ctl_end_turn()
  * commits; callers must not acknowledge a request that wrote (ctl_turn_has_writes())
@@ -30,12 +32,25 @@ typedef struct CtlConfig {
         int64_t sync_period_ms;
         int quarantine_after; /* blames within the window that quarantine a node; 0: never */
         int64_t quarantine_window_ms;
+        bool strict_transitions; /* an illegal state transition aborts (tests) */
 } CtlConfig;
 
-/* An operation's failure, as the API shows it. */
+/* Why an operation was refused; api/ maps each to its HTTP status and JSON code. */
+typedef enum CtlErrorCode {
+        CTL_ERR_NONE,
+        CTL_ERR_INVALID_SPEC, /* the job spec is invalid (field says which) */
+        CTL_ERR_NOT_FOUND, /* no such job or node */
+        CTL_ERR_CONFLICT, /* the job already ended; an idempotency key reused */
+        CTL_ERR_UNSCHEDULABLE, /* the job can never fit the fleet */
+        CTL_ERR_UNKNOWN_NODE, /* an agent must register first */
+        CTL_ERR_NODE_CLAIMED, /* another agent holds the node's lease */
+        CTL_ERR_BOOT_MISMATCH, /* the node rebooted: register again */
+        CTL_ERR_UNAVAILABLE, /* the controller cannot write durably and is stopping */
+        _CTL_ERR_MAX,
+} CtlErrorCode;
+
 typedef struct CtlError {
-        int status; /* HTTP status */
-        const char *code; /* "invalid_spec", "not_found", ... */
+        CtlErrorCode code;
         char message[320];
         char field[128];
 } CtlError;
@@ -48,8 +63,15 @@ const CtlConfig *ctl_config(Controller *ctl);
 int64_t ctl_next_deadline_ms(Controller *ctl); /* monotonic ms of the next timed work */
 void ctl_tick(Controller *ctl); /* leases, backoffs; call when the deadline passes */
 bool ctl_turn_has_writes(Controller *ctl);
-/* Runs the scheduler if something changed, persists and commits. 0 or -errno (fatal). */
+/*
+ * Runs the scheduler if something changed, persists and commits. 0, or -errno when a
+ * durable write of the turn failed: the turn is rolled back, and from then on
+ * ctl_failure() says why and every operation is refused (CTL_ERR_UNAVAILABLE), so no
+ * request of this turn or later is acknowledged; the caller must stop.
+ */
 int ctl_end_turn(Controller *ctl);
+/* NULL while the controller works; else why it stopped accepting requests. */
+const char *ctl_failure(Controller *ctl);
 
 /* Jobs. */
 int ctl_job_submit(Controller *ctl, json_t *spec, const char *idempotency_key, Job **ret_job,
@@ -73,10 +95,6 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
                   Node **ret_node, CtlError *err);
 int ctl_node_drain(Controller *ctl, const char *name, bool now, Node **ret_node, CtlError *err);
 int ctl_node_undrain(Controller *ctl, const char *name, Node **ret_node, CtlError *err);
-/* Free resources of a node, for views. */
-void ctl_node_free_capacity(Controller *ctl, Node *node, int *ret_cpus, int *ret_free_devices,
-                            int *ret_ranks);
-bool ctl_node_device_free(Controller *ctl, Node *node, int device);
 
 /* The desired ranks of a node (rendered by api/ for sync answers). */
 typedef void (*CtlDesiredFn)(void *userdata, Job *job, Rank *rank);
@@ -90,8 +108,9 @@ void ctl_metrics_write(Controller *ctl, FILE *f);
 /* Re-reads the quota file. 0, or -errno with *ret_error (malloc'd) saying what is wrong;
  * on error the old quotas stay. */
 int ctl_quota_reload(Controller *ctl, char **ret_error);
-/* The quota view: per project, its share and use of each resource kind (new reference). */
-json_t *ctl_quota_view(Controller *ctl);
+/* Per project, its share and use of each resource kind, from a scheduling pass over the
+ * fleet as it is (release with sched_result_clear). 0 or -errno. */
+int ctl_quota_usage(Controller *ctl, SchedResult *ret);
 
 /* Looks up a bearer token (by its hash). 0 with *ret filled, -EACCES when it is unknown
  * or revoked, other -errno on failure. */

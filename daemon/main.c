@@ -278,6 +278,8 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
 
 /* How often the STATUS= line `systemctl status axctld` shows is brought up to date. */
 #define STATUS_PERIOD_MS 1000
+/* After a failed turn: how long to keep answering 503 (and /healthz why) before exiting. */
+#define FAILED_LINGER_MS 1000
 
 /*
  * Sends prefix (READY=1, WATCHDOG=1 or nothing) with the counts as STATUS=. Without a
@@ -373,6 +375,8 @@ int main(int argc, char **argv) {
         int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
         Controller *ctl = NULL;
+        /* The test suites set this so that a bug in the state machine fails them loudly. */
+        cfg.strict_transitions = util_streq_ptr(getenv("AXCTLD_STRICT_TRANSITIONS"), "1");
         int r = ctl_new(&cfg, &ctl);
         if (r < 0) {
                 log_error("cannot open state database %s: %s", cfg.db_path, strerror(-r));
@@ -492,9 +496,12 @@ int main(int argc, char **argv) {
         notify_status(ctl, where, "READY=1\n", status, sizeof(status));
 
         bool running = true;
+        int64_t stop_at = 0; /* set when a turn failed */
         while (running) {
                 int64_t now = util_now_ms();
                 int64_t timeout = ctl_next_deadline_ms(ctl) - now;
+                if (stop_at && stop_at - now < timeout)
+                        timeout = stop_at - now;
                 int64_t api_timeout = api_timeout_ms(api);
                 if (api_timeout >= 0 && api_timeout < timeout)
                         timeout = api_timeout;
@@ -533,12 +540,16 @@ int main(int argc, char **argv) {
                 api_run(api);
                 if (util_now_ms() >= ctl_next_deadline_ms(ctl))
                         ctl_tick(ctl);
-                if ((r = ctl_end_turn(ctl)) < 0) {
-                        /* Nothing unacknowledged is lost: requests of this turn get no 2xx. */
-                        log_error("stopping: the state database failed (%s)", strerror(-r));
-                        break;
+                if (ctl_end_turn(ctl) < 0 && !stop_at) {
+                        /* Nothing unacknowledged is lost: requests of this turn get 503. */
+                        log_error("stopping: %s", ctl_failure(ctl));
+                        sd_notifyf(0, "STATUS=stopping: %s", ctl_failure(ctl));
+                        stop_at = util_now_ms() + FAILED_LINGER_MS;
+                        r = -EIO;
                 }
                 api_after_commit(api);
+                if (stop_at && util_now_ms() >= stop_at)
+                        break;
                 now = util_now_ms();
                 if (watchdog && now >= next_watchdog) {
                         notify_status(ctl, where, "WATCHDOG=1\n", status, sizeof(status));

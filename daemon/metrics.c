@@ -8,16 +8,16 @@
 
 void ctl_metrics_write(Controller *ctl, FILE *f) {
         int jobs[_JOB_STATE_MAX] = {0}, nodes[_NODE_STATE_MAX] = {0}, ranks = 0;
-        for (int i = 0; i < ctl->n_jobs; i++)
-                jobs[ctl->jobs[i]->state]++;
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
+        for (int i = 0; i < ctl->model.n_jobs; i++)
+                jobs[ctl->model.jobs[i]->state]++;
+        for (int j = 0; j < ctl->model.n_active; j++) {
+                Job *job = ctl->model.active[j];
                 for (int k = 0; k < job->n_ranks; k++)
                         if (job->ranks[k].state == RANK_RUNNING)
                                 ranks++;
         }
-        for (int i = 0; i < ctl->n_nodes; i++)
-                nodes[ctl->nodes[i]->state]++;
+        for (int i = 0; i < ctl->model.n_nodes; i++)
+                nodes[ctl->model.nodes[i]->state]++;
 
         metrics_write_header(f, "axctl_jobs", "gauge", "Jobs by state.");
         for (int s = 0; s < _JOB_STATE_MAX; s++)
@@ -46,4 +46,8 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
         metrics_write_header(f, "axctl_db_commit_seconds", "histogram",
                              "Duration of writing and committing one loop turn's changes.");
         metrics_write_histogram(f, "axctl_db_commit_seconds", "", &ctl->db_commit);
+        metrics_write_header(f, "axctl_illegal_transitions_total", "counter",
+                             "State transitions refused as illegal: each one is a bug.");
+        fprintf(f, "axctl_illegal_transitions_total %llu\n",
+                (unsigned long long) ctl->turn.n_illegal);
 }

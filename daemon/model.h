@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The controller's in-memory model: jobs with their attempts and the ranks of the
- * current attempt, and nodes. The controller core (controller.c) is the only writer;
- * api/ reads these structs to render views. Liveness (last sync) lives only here;
- * every state transition is also persisted through store/ (persist.c).
+ * current attempt, nodes, and their indexes (model.c). States change only through
+ * transition.c; api/ reads these structs to render views. Liveness (last sync) lives
+ * only here; every state transition is also persisted through store/ (persist.c).
  */
 #pragma once
 
@@ -15,6 +15,7 @@
 #include "health.h"
 #include "spec.h"
 #include "states.h"
+#include "strmap.h"
 
 typedef struct Node Node;
 
@@ -128,3 +129,49 @@ struct Node {
 static inline Attempt *job_current_attempt(Job *job) {
         return job->n_attempts > 0 ? &job->attempts[job->n_attempts - 1] : NULL;
 }
+
+static inline bool rank_desired(const Rank *r) {
+        return r->state == RANK_ASSIGNED || r->state == RANK_RUNNING;
+}
+
+/* The job's current attempt may have ranks starting or running. */
+static inline bool job_attempt_live(const Job *job) {
+        return job->state == JOB_STARTING || job->state == JOB_RUNNING;
+}
+
+/* Every job and node, with the indexes the controller looks them up by. */
+typedef struct Model {
+        Job **jobs; /* all jobs, ascending id */
+        int n_jobs, cap_jobs;
+        Job **active; /* jobs not terminal, or with ranks that may still be alive */
+        int n_active, cap_active;
+        StrMap *idempotency; /* key -> Job */
+        StrMap *node_index; /* name -> Node */
+        Node **nodes; /* never removed; Node.index is the position */
+        int n_nodes, cap_nodes;
+        int64_t next_job_id;
+} Model;
+
+void model_init(Model *m);
+void model_clear(Model *m);
+Job *model_job_find(const Model *m, int64_t id);
+Node *model_node_find(const Model *m, const char *name);
+/* Adds a job (ids ascend) and indexes its idempotency key; active unless terminal. */
+void model_job_add(Model *m, Job *job);
+void model_active_add(Model *m, Job *job);
+/* Drops jobs that are over and hold nothing from the active list. */
+void model_active_prune(Model *m);
+void model_node_add(Model *m, Node *node);
+
+/* Adds (delta 1) or takes back (delta -1) what rank r of job holds on node. */
+void model_node_hold(Node *node, Job *job, const Rank *r, int delta);
+/* Recomputes a node's usage from the alive ranks (after load or a new inventory). */
+void model_node_recount(Model *m, Node *node);
+void model_node_set_inventory(Node *node, json_t *inventory);
+/* Free resources of a node. */
+void model_node_free_capacity(const Node *node, int *ret_cpus, int *ret_free_devices,
+                              int *ret_ranks);
+
+Job *job_free(Job *job);
+Node *node_free(Node *node);
+void rank_clear(Rank *rank);

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Mapping between the controller's model and the store: saving dirty jobs and nodes at
- * the end of a loop turn, and rebuilding the model at start-up. Liveness (last sync,
- * desired-state versions) is not stored; after a restart every node gets a fresh lease
- * to reconnect in, so running ranks are not disturbed.
+ * Mapping between the controller's model and the store; see persist.h. Liveness (last
+ * sync, desired-state versions) is not stored; after a restart every node gets a fresh
+ * lease to reconnect in, so running ranks are not disturbed. Loading builds the model
+ * as stored, without transitions: the stored states were checked when they were made.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "controller-internal.h"
+#include "persist.h"
 #include "log.h"
 #include "util.h"
 
@@ -20,99 +20,6 @@ static int64_t from_opt(int64_t v, int64_t none) {
         return v == STORE_NONE ? none : v;
 }
 
-void rank_clear(Rank *rank) {
-        free(rank->node_name);
-        free(rank->devices);
-        rank->node_name = NULL;
-        rank->devices = NULL;
-}
-
-Job *job_free(Job *job) {
-        if (!job)
-                return NULL;
-        spec_free(job->spec);
-        free(job->spec_text);
-        free(job->reason);
-        free(job->idempotency_key);
-        free(job->ckpt_path);
-        free(job->avoid_node);
-        for (int i = 0; i < job->n_attempts; i++) {
-                free(job->attempts[i].resume_path);
-                free(job->attempts[i].blamed_node);
-                free(job->attempts[i].detail);
-        }
-        free(job->attempts);
-        for (int i = 0; i < job->n_ranks; i++)
-                rank_clear(&job->ranks[i]);
-        free(job->ranks);
-        free(job);
-        return NULL;
-}
-
-Node *node_free(Node *node) {
-        if (!node)
-                return NULL;
-        free(node->name);
-        free(node->hostname);
-        free(node->address);
-        free(node->boot_id);
-        free(node->agent_id);
-        free(node->reason);
-        json_decref(node->labels);
-        json_decref(node->inventory);
-        for (int i = 0; i < node->n_devices; i++)
-                free(node->devices[i].kind);
-        free(node->devices);
-        free(node->device_used);
-        free(node->jobs);
-        free(node);
-        return NULL;
-}
-
-void ctl_job_append(Controller *ctl, Job *job) {
-        GROW(ctl->jobs, ctl->n_jobs, ctl->cap_jobs);
-        ctl->jobs[ctl->n_jobs++] = job;
-        if (job->id >= ctl->next_job_id)
-                ctl->next_job_id = job->id + 1;
-}
-
-void ctl_active_add(Controller *ctl, Job *job) {
-        if (job->active)
-                return;
-        GROW(ctl->active, ctl->n_active, ctl->cap_active);
-        ctl->active[ctl->n_active++] = job;
-        job->active = true;
-}
-
-void ctl_node_append(Controller *ctl, Node *node) {
-        GROW(ctl->nodes, ctl->n_nodes, ctl->cap_nodes);
-        node->index = ctl->n_nodes;
-        ctl->nodes[ctl->n_nodes++] = node;
-        strmap_put(ctl->node_index, node->name, node);
-}
-
-void ctl_node_set_inventory(Node *node, json_t *inventory) {
-        for (int i = 0; i < node->n_devices; i++)
-                free(node->devices[i].kind);
-        free(node->devices);
-        json_decref(node->inventory);
-        node->inventory = inventory ? json_deep_copy(inventory) : json_object();
-        node->cpus = (int) json_int(node->inventory, "cpus", 0);
-        node->memory_mb = json_int(node->inventory, "memory_mb", 0);
-        json_t *acc = json_object_get(node->inventory, "accelerators");
-        node->n_devices = (int) json_array_size(acc);
-        node->devices = xcalloc((size_t) node->n_devices + 1, sizeof(NodeDevice));
-        free(node->device_used);
-        node->device_used = xcalloc((size_t) node->n_devices + 1, sizeof(int));
-        for (int i = 0; i < node->n_devices; i++) {
-                json_t *a = json_array_get(acc, (size_t) i);
-                const char *kind = json_str(a, "kind");
-                node->devices[i] = (NodeDevice){.kind = xstrdup(kind ? kind : "unknown"),
-                                                .numa_node = (int) json_int(a, "numa_node", -1),
-                                                .pcie_switch = (int) json_int(a, "pcie_switch", -1)};
-        }
-}
-
 static char *devices_json(const Rank *r) {
         json_t *a = json_array();
         for (int i = 0; i < r->n_devices; i++)
@@ -122,7 +29,7 @@ static char *devices_json(const Rank *r) {
         return s;
 }
 
-static int persist_job(Controller *ctl, Job *job) {
+static int persist_job(Store *store, Job *job) {
         StoreJob sj = {
                 .id = job->id,
                 .name = job->spec->name,
@@ -145,7 +52,7 @@ static int persist_job(Controller *ctl, Job *job) {
                 .tier = job->tier,
                 .queued_ms = opt_ms(job->queued_ms),
         };
-        int r = store_job_put(ctl->store, &sj);
+        int r = store_job_put(store, &sj);
         for (int i = 0; r >= 0 && i < job->n_attempts; i++) {
                 Attempt *a = &job->attempts[i];
                 if (!a->dirty)
@@ -155,7 +62,7 @@ static int persist_job(Controller *ctl, Job *job) {
                                    .started_ms = a->started_ms, .ended_ms = opt_ms(a->ended_ms),
                                    .end_reason = end_reason_to_string(a->end_reason),
                                    .blamed_node = a->blamed_node, .detail = a->detail};
-                r = store_attempt_put(ctl->store, &sa);
+                r = store_attempt_put(store, &sa);
                 a->dirty = false;
         }
         for (int i = 0; r >= 0 && i < job->n_ranks; i++) {
@@ -171,7 +78,7 @@ static int persist_job(Controller *ctl, Job *job) {
                                 .signal = rk->signal > 0 ? rk->signal : STORE_NONE,
                                 .step = rk->step >= 0 ? rk->step : STORE_NONE,
                                 .local_rank = rk->local_rank, .node_rank = rk->node_rank};
-                r = store_rank_put(ctl->store, &sr);
+                r = store_rank_put(store, &sr);
                 free(devices);
                 rk->dirty = false;
         }
@@ -179,7 +86,7 @@ static int persist_job(Controller *ctl, Job *job) {
         return r;
 }
 
-static int persist_node(Controller *ctl, Node *node) {
+static int persist_node(Store *store, Node *node) {
         char *labels = json_dumps(node->labels, JSON_COMPACT);
         char *inventory = json_dumps(node->inventory, JSON_COMPACT);
         json_t *blames = json_array();
@@ -192,7 +99,7 @@ static int persist_node(Controller *ctl, Node *node) {
                         .labels = labels, .inventory = inventory,
                         .state = node_state_to_string(node->state), .reason = node->reason,
                         .last_seen_ms = opt_ms(node->last_seen_ms), .blame_times = blame_text};
-        int r = store_node_put(ctl->store, &sn);
+        int r = store_node_put(store, &sn);
         free(labels);
         free(inventory);
         free(blame_text);
@@ -200,18 +107,19 @@ static int persist_node(Controller *ctl, Node *node) {
         return r;
 }
 
-int ctl_persist_dirty(Controller *ctl) {
+int persist_dirty(Turn *t) {
         int r = 0;
-        for (int i = 0; r >= 0 && i < ctl->n_dirty_jobs; i++)
-                r = persist_job(ctl, ctl->dirty_jobs[i]);
-        for (int i = 0; r >= 0 && i < ctl->n_dirty_nodes; i++)
-                r = persist_node(ctl, ctl->dirty_nodes[i]);
-        ctl->n_dirty_jobs = ctl->n_dirty_nodes = 0;
+        for (int i = 0; r >= 0 && i < t->n_dirty_jobs; i++)
+                r = persist_job(t->store, t->dirty_jobs[i]);
+        for (int i = 0; r >= 0 && i < t->n_dirty_nodes; i++)
+                r = persist_node(t->store, t->dirty_nodes[i]);
+        /* On failure the rest stay marked: the controller stops, nothing more is written. */
+        t->n_dirty_jobs = t->n_dirty_nodes = 0;
         return r;
 }
 
 static int load_job(void *ud, const StoreJob *sj) {
-        Controller *ctl = ud;
+        Model *m = ud;
         json_error_t jerr;
         json_t *spec_json = json_loads(sj->spec, 0, &jerr);
         JobSpec *spec = NULL;
@@ -247,17 +155,13 @@ static int load_job(void *ud, const StoreJob *sj) {
         job->queued_ms = from_opt(sj->queued_ms, job->created_ms);
         /* A restart that was waiting out its backoff may go at once. */
         job->restart_at_ms = 0;
-        ctl_job_append(ctl, job);
-        if (job->idempotency_key)
-                strmap_put(ctl->idempotency, job->idempotency_key, job);
-        if (!job_state_is_terminal(job->state))
-                ctl_active_add(ctl, job);
+        model_job_add(m, job);
         return 0;
 }
 
 static int load_attempt(void *ud, const StoreAttempt *sa) {
-        Controller *ctl = ud;
-        Job *job = ctl_job_find(ctl, sa->job);
+        Model *m = ud;
+        Job *job = model_job_find(m, sa->job);
         if (!job)
                 return 0;
         job->attempts = xrealloc(job->attempts, (size_t) (job->n_attempts + 1) * sizeof(Attempt));
@@ -276,8 +180,8 @@ static int load_attempt(void *ud, const StoreAttempt *sa) {
 }
 
 static int load_rank(void *ud, const StoreRank *sr) {
-        Controller *ctl = ud;
-        Job *job = ctl_job_find(ctl, sr->job);
+        Model *m = ud;
+        Job *job = model_job_find(m, sr->job);
         if (!job || sr->rank < 0 || sr->rank >= job->spec->ranks)
                 return 0;
         if (!job->ranks) {
@@ -301,12 +205,12 @@ static int load_rank(void *ud, const StoreRank *sr) {
         if (r->state == _RANK_STATE_INVALID)
                 r->state = RANK_LOST;
         if (r->alive)
-                ctl_active_add(ctl, job);
+                model_active_add(m, job);
         return 0;
 }
 
 static int load_node(void *ud, const StoreNode *sn) {
-        Controller *ctl = ud;
+        Model *m = ud;
         json_error_t jerr;
         Node *node = xcalloc(1, sizeof(Node));
         node->name = xstrdup(sn->name);
@@ -320,7 +224,7 @@ static int load_node(void *ud, const StoreNode *sn) {
                 node->labels = json_object();
         }
         json_t *inv = json_loads(sn->inventory, 0, &jerr);
-        ctl_node_set_inventory(node, inv);
+        model_node_set_inventory(node, inv);
         json_decref(inv);
         node->state = node_state_from_string(sn->state);
         if (node->state == _NODE_STATE_INVALID)
@@ -334,27 +238,27 @@ static int load_node(void *ud, const StoreNode *sn) {
         /* A fresh lease to reconnect in; versions restart above any the agents saw. */
         node->last_sync_mono = util_now_ms();
         node->version = (uint64_t) util_wall_ms() * 1000;
-        ctl_node_append(ctl, node);
+        model_node_add(m, node);
         return 0;
 }
 
-int ctl_load(Controller *ctl) {
+int persist_load(Store *store, Model *m) {
         int r;
-        if ((r = store_nodes_load(ctl->store, load_node, ctl)) < 0 ||
-            (r = store_jobs_load(ctl->store, load_job, ctl)) < 0 ||
-            (r = store_attempts_load(ctl->store, load_attempt, ctl)) < 0 ||
-            (r = store_ranks_load(ctl->store, load_rank, ctl)) < 0)
+        if ((r = store_nodes_load(store, load_node, m)) < 0 ||
+            (r = store_jobs_load(store, load_job, m)) < 0 ||
+            (r = store_attempts_load(store, load_attempt, m)) < 0 ||
+            (r = store_ranks_load(store, load_rank, m)) < 0)
                 return r;
-        for (int i = 0; i < ctl->n_nodes; i++)
-                ctl_node_recount(ctl, ctl->nodes[i]);
+        for (int i = 0; i < m->n_nodes; i++)
+                model_node_recount(m, m->nodes[i]);
         /* Versions are not stored: make stop and start confirmations count from now. */
-        for (int j = 0; j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
+        for (int j = 0; j < m->n_active; j++) {
+                Job *job = m->active[j];
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *rk = &job->ranks[k];
-                        Node *node = rk->node_name ? ctl_node_find(ctl, rk->node_name) : NULL;
+                        Node *node = rk->node_name ? model_node_find(m, rk->node_name) : NULL;
                         uint64_t v = node ? node->version : 1;
-                        if (rk->state == RANK_ASSIGNED || rk->state == RANK_RUNNING)
+                        if (rank_desired(rk))
                                 rk->assign_version = v;
                         else
                                 rk->stop_version = v;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Glue between the controller's model and the pure scheduler: builds the snapshot
- * (nodes with what alive ranks hold, running jobs with their tier, waiting jobs, the
- * quota file) and applies the result: new attempts, preemptions, tier promotions and
- * the reason each job waits. Also the quota file (reloaded on SIGHUP) and its view.
+ * Glue between the controller's model and the pure scheduler; see schedule.h. Builds
+ * the snapshot (nodes with what alive ranks hold, running jobs with their tier, waiting
+ * jobs, the quota file), records why each job waits and the tiers, and hands the
+ * placements and preemptions back. Also the quota file (reloaded on SIGHUP).
  */
 #include <errno.h>
 #include <string.h>
@@ -63,12 +63,12 @@ static void sched_job_fill(const JobSpec *spec, const Job *job, SchedJob *sj,
 /* Nodes with their free capacity (after what alive ranks hold, when with_usage). */
 static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
         size_t n_labels = 0;
-        for (int i = 0; i < ctl->n_nodes; i++)
-                n_labels += json_object_size(ctl->nodes[i]->labels);
+        for (int i = 0; i < ctl->model.n_nodes; i++)
+                n_labels += json_object_size(ctl->model.nodes[i]->labels);
         snap->label_pool = xcalloc(n_labels + 1, sizeof(SchedLabel));
-        snap->s.nodes = xcalloc((size_t) ctl->n_nodes + 1, sizeof(SchedNode));
-        for (int i = 0, off = 0; i < ctl->n_nodes; i++) {
-                Node *node = ctl->nodes[i];
+        snap->s.nodes = xcalloc((size_t) ctl->model.n_nodes + 1, sizeof(SchedNode));
+        for (int i = 0, off = 0; i < ctl->model.n_nodes; i++) {
+                Node *node = ctl->model.nodes[i];
                 SchedNode *sn = &snap->s.nodes[i];
                 sched_node_fill(node, sn, snap->label_pool + off);
                 off += sn->n_labels;
@@ -80,7 +80,7 @@ static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
                 for (int d = 0; d < node->n_devices; d++)
                         sn->devices[d].free = node->device_used[d] == 0;
         }
-        snap->s.n_nodes = ctl->n_nodes;
+        snap->s.n_nodes = ctl->model.n_nodes;
 }
 
 /*
@@ -91,8 +91,8 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
         int n = 0, cap = 16;
         Job **jobs = xmalloc((size_t) cap * sizeof(Job *));
         size_t n_slots = 0, n_dev = 0;
-        for (int i = 0; i < ctl->n_nodes; i++) {
-                Node *node = ctl->nodes[i];
+        for (int i = 0; i < ctl->model.n_nodes; i++) {
+                Node *node = ctl->model.nodes[i];
                 for (int k = 0; k < node->n_jobs; k++) {
                         Job *job = node->jobs[k].job;
                         if (job->in_running)
@@ -119,7 +119,7 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                 int *rank_node = snap->rank_nodes + slot, *rank_devices = snap->rank_devices + dev;
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *r = &job->ranks[k];
-                        Node *node = r->alive ? ctl_node_find(ctl, r->node_name) : NULL;
+                        Node *node = r->alive ? model_node_find(&ctl->model, r->node_name) : NULL;
                         rank_node[k] = node ? node->index : -1;
                         for (int d = 0; d < apr; d++)
                                 rank_devices[k * apr + d] =
@@ -133,7 +133,7 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                         .id = job->id, .project = job->spec->project, .user = job->spec->user,
                         .priority = job->spec->priority, .tier = job->tier,
                         .started_ms = a ? a->started_ms : job->created_ms,
-                        .stopping = !ctl_job_attempt_live(job),
+                        .stopping = !job_attempt_live(job),
                         .accelerator = job->spec->accelerator, .accelerators_per_rank = apr,
                         .cpus = job->spec->cpus, .memory_mb = job->spec->memory_mb,
                         .n_ranks = job->n_ranks, .rank_node = rank_node,
@@ -181,58 +181,76 @@ static bool job_needs_pass(Job *job, int64_t now_wall) {
                now_wall - job->queued_ms > SCHED_STARVATION_AFTER_MS_DEFAULT;
 }
 
-void ctl_schedule(Controller *ctl) {
+void schedule_init(Scheduling *s) {
+        *s = (Scheduling){.next_restart_ms = INT64_MAX};
+}
+
+void schedule_clear(Scheduling *s) {
+        sched_quota_free(s->quota);
+        free(s->fresh);
+        *s = (Scheduling){0};
+}
+
+void schedule_job_added(Scheduling *s, Job *job) {
+        GROW(s->fresh, s->n_fresh, s->cap_fresh);
+        s->fresh[s->n_fresh++] = job;
+}
+
+void schedule_restart_at(Scheduling *s, int64_t restart_at_ms) {
+        if (restart_at_ms < s->next_restart_ms)
+                s->next_restart_ms = restart_at_ms;
+}
+
+/*
+ * When nothing but submits happened since the last pass (full false), the jobs that
+ * waited then still cannot fit the same free capacity: a pass over the new jobs (and
+ * those the scheduler holds capacity for) decides the same, at a cost that does not
+ * grow with the queue.
+ */
+bool schedule_pass(Controller *ctl, bool full, SchedResult *ret) {
         int64_t now = util_now_ms(), now_wall = util_wall_ms();
         Snapshot snap = {0};
-        ctl->last_sched_ms = now;
-        /*
-         * When nothing but submits happened since the last pass, the jobs that waited
-         * then still cannot fit the same free capacity: a pass over the new jobs (and
-         * those the scheduler holds capacity for) decides the same, at a cost that does
-         * not grow with the queue.
-         */
-        bool full = ctl->sched_full;
-        ctl->sched_full = false;
+        ctl->sched.last_pass_ms = now;
         if (full)
-                ctl->next_restart_ms = INT64_MAX;
+                ctl->sched.next_restart_ms = INT64_MAX;
         /* An incremental pass scans the queue only when some job there may need it. */
-        bool scan = full || ctl->n_held > 0 ||
-                    now_wall - ctl->oldest_waiting_ms > SCHED_STARVATION_AFTER_MS_DEFAULT;
-        Job **cand = xmalloc(((size_t) ctl->n_fresh + (scan ? (size_t) ctl->n_active : 0) + 1) *
+        bool scan = full || ctl->sched.n_held > 0 ||
+                    now_wall - ctl->sched.oldest_waiting_ms > SCHED_STARVATION_AFTER_MS_DEFAULT;
+        Job **cand = xmalloc(((size_t) ctl->sched.n_fresh + (scan ? (size_t) ctl->model.n_active : 0) + 1) *
                              sizeof(Job *));
         int n_cand = 0;
-        for (int j = 0; j < ctl->n_fresh; j++) {
-                Job *job = ctl->fresh[j];
+        for (int j = 0; j < ctl->sched.n_fresh; j++) {
+                Job *job = ctl->sched.fresh[j];
                 if (job_waiting(job, now) && !job->in_pass) {
                         job->in_pass = true;
                         cand[n_cand++] = job;
                 }
         }
-        ctl->n_fresh = 0;
+        ctl->sched.n_fresh = 0;
         if (full)
-                ctl->oldest_waiting_ms = now_wall;
-        for (int j = 0; scan && j < ctl->n_active; j++) {
-                Job *job = ctl->active[j];
+                ctl->sched.oldest_waiting_ms = now_wall;
+        for (int j = 0; scan && j < ctl->model.n_active; j++) {
+                Job *job = ctl->model.active[j];
                 if (full && job->state == JOB_RESTARTING && job->restart_at_ms > now &&
-                    job->restart_at_ms < ctl->next_restart_ms)
-                        ctl->next_restart_ms = job->restart_at_ms;
+                    job->restart_at_ms < ctl->sched.next_restart_ms)
+                        ctl->sched.next_restart_ms = job->restart_at_ms;
                 if (!job->in_pass && job_waiting(job, now) &&
                     (full || job_needs_pass(job, now_wall))) {
                         job->in_pass = true;
                         cand[n_cand++] = job;
-                        if (full && job->queued_ms < ctl->oldest_waiting_ms)
-                                ctl->oldest_waiting_ms = job->queued_ms;
+                        if (full && job->queued_ms < ctl->sched.oldest_waiting_ms)
+                                ctl->sched.oldest_waiting_ms = job->queued_ms;
                 }
         }
         for (int j = 0; j < n_cand; j++)
                 cand[j]->in_pass = false;
         if (n_cand == 0) {
                 free(cand);
-                return;
+                return false;
         }
         snapshot_nodes(ctl, &snap, true);
         snapshot_running(ctl, &snap);
-        snap.s.quota = ctl->quota;
+        snap.s.quota = ctl->sched.quota;
         snap.s.now_ms = now_wall;
         snap.s.jobs = xcalloc((size_t) n_cand + 1, sizeof(SchedJob));
         snap.job_of = cand;
@@ -248,45 +266,28 @@ void ctl_schedule(Controller *ctl) {
         SchedResult res;
         if (sched_pass(&snap.s, &res) < 0) {
                 snapshot_free(&snap);
-                return;
+                return false;
         }
         /* Every held job was a candidate (see job_needs_pass): count them afresh. */
-        ctl->n_held = 0;
+        ctl->sched.n_held = 0;
         for (int i = 0; i < snap.s.n_jobs; i++) {
                 snap.job_of[i]->wait = res.wait[i];
                 if (res.wait[i] == SCHED_WAIT_PREEMPTING || res.wait[i] == SCHED_WAIT_RESERVED)
-                        ctl->n_held++;
+                        ctl->sched.n_held++;
         }
         for (int i = 0; i < snap.s.n_running; i++) {
                 Job *job = snap.running_of[i];
                 if (res.running_tier[i] != job->tier) {
                         job->tier = res.running_tier[i];
-                        ctl_job_dirty(ctl, job);
+                        turn_job_dirty(&ctl->turn, job);
                 }
         }
-        for (int p = 0; p < res.n_preempt; p++) {
-                Job *victim = ctl_job_find(ctl, res.preempt[p]);
-                if (victim)
-                        ctl_job_preempt(ctl, victim,
-                                        "preempted: its project borrowed capacity that another "
-                                        "project's quota needs back");
-        }
-        Node **node_of = xcalloc((size_t) ctl->n_nodes + 1, sizeof(Node *));
-        for (int i = 0; i < ctl->n_nodes; i++)
-                node_of[i] = ctl->nodes[i];
-        for (int p = 0; p < res.n_placements; p++) {
-                Job *job = ctl_job_find(ctl, res.placements[p].job);
-                if (!job)
-                        continue;
-                job->tier = res.placements[p].tier;
-                ctl_job_start_attempt(ctl, job, &res.placements[p], node_of);
-        }
-        free(node_of);
-        sched_result_clear(&res);
         snapshot_free(&snap);
+        *ret = res;
+        return true;
 }
 
-SchedWait ctl_job_feasible(Controller *ctl, const JobSpec *spec) {
+SchedWait schedule_feasible(Controller *ctl, const JobSpec *spec) {
         Snapshot snap = {0};
         snapshot_nodes(ctl, &snap, false);
         /* Any node may come back: judge against every node the fleet has. */
@@ -303,7 +304,7 @@ SchedWait ctl_job_feasible(Controller *ctl, const JobSpec *spec) {
 
 int ctl_quota_reload(Controller *ctl, char **ret_error) {
         if (!ctl->cfg.quota_path) {
-                ctl->quota = sched_quota_free(ctl->quota);
+                ctl->sched.quota = sched_quota_free(ctl->sched.quota);
                 return 0;
         }
         char *text = NULL;
@@ -321,38 +322,19 @@ int ctl_quota_reload(Controller *ctl, char **ret_error) {
                 free(err);
                 return r;
         }
-        sched_quota_free(ctl->quota);
-        ctl->quota = q;
-        ctl->sched_needed = ctl->sched_full = true;
+        sched_quota_free(ctl->sched.quota);
+        ctl->sched.quota = q;
+        ctl->turn.effects |= TURN_SCHEDULE | TURN_SCHEDULE_FULL;
         return 0;
 }
 
-json_t *ctl_quota_view(Controller *ctl) {
+int ctl_quota_usage(Controller *ctl, SchedResult *ret) {
         Snapshot snap = {0};
         snapshot_nodes(ctl, &snap, true);
         snapshot_running(ctl, &snap);
-        snap.s.quota = ctl->quota;
+        snap.s.quota = ctl->sched.quota;
         snap.s.now_ms = util_wall_ms();
-        SchedResult res;
-        json_t *projects = json_array(), *kinds = json_array();
-        if (sched_pass(&snap.s, &res) >= 0) {
-                for (int k = 0; k < res.n_kinds; k++)
-                        json_array_append_new(kinds, json_string(res.kinds[k]));
-                for (int p = 0; p < res.n_projects; p++) {
-                        SchedProjectQuota *pq = &res.projects[p];
-                        json_t *quota = json_object(), *used = json_object();
-                        for (int k = 0; k < res.n_kinds; k++) {
-                                json_object_set_new(quota, res.kinds[k], json_real(pq->quota[k]));
-                                json_object_set_new(used, res.kinds[k], json_integer(pq->used[k]));
-                        }
-                        json_array_append_new(projects,
-                                              json_pack("{s:s,s:b,s:o,s:o}", "project", pq->project,
-                                                        "configured", pq->configured, "quota",
-                                                        quota, "used", used));
-                }
-                sched_result_clear(&res);
-        }
+        int r = sched_pass(&snap.s, ret);
         snapshot_free(&snap);
-        return json_pack("{s:o,s:o,s:o}", "kinds", kinds, "projects", projects, "quota_file",
-                         ctl->cfg.quota_path ? json_string(ctl->cfg.quota_path) : json_null());
+        return r;
 }

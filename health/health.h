@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Failure policy, pure: given what went wrong and the job's restart policy, decide
- * whether to restart, whether it spends budget, and after what backoff; when a node is
- * lost; when repeated blame quarantines a node. No I/O and no clock: times are passed in.
+ * Failure verdicts, pure (DESIGN.md §4a). Detectors (detectors/, one file each behind
+ * HealthDetector, listed in detectors/registry.c) turn what the controller saw into
+ * findings; health_judge() turns a finding into blame, quarantine and the restart
+ * decision (policy.c, judge.c). No I/O and no clock: times are passed in.
  */
 #pragma once
 
@@ -70,12 +71,12 @@ bool health_node_lost(int64_t last_sync_ms, int64_t now_ms, int64_t lease_ms, in
 
 /*
  * An application failure on a node is evidence against the node only when failures of
- * different jobs of different owners (project and user) pile up there: no sequence of
+ * different jobs of different owners (users) pile up there: no sequence of
  * one owner's jobs can take a node out of service.
  */
 typedef struct HealthSuspect {
         int64_t job;
-        uint64_t owner; /* a hash of the job's project and user */
+        uint64_t owner; /* a hash of the user who runs the job */
         int64_t at_ms;
 } HealthSuspect;
 
@@ -94,3 +95,97 @@ bool health_suspect_record(HealthSuspect *s, int *n, int cap, HealthSuspect f,
  */
 bool health_blame_record(int64_t *times, int *n, int cap, int64_t now_ms, int64_t window_ms,
                          int threshold);
+
+/* What the controller saw, handed to every detector. */
+typedef enum HealthSeenKind {
+        HEALTH_SEEN_RANK, /* an agent's report of a rank of the current attempt */
+        HEALTH_SEEN_RANK_MISSING, /* a rank that ran is no longer reported, and left no exit */
+        HEALTH_SEEN_NODE, /* an agent's sync: its node's health check */
+        HEALTH_SEEN_SILENCE, /* time passed since a node's last sync */
+        HEALTH_SEEN_REGISTER, /* an agent registered its node */
+} HealthSeenKind;
+
+typedef struct HealthSeen {
+        HealthSeenKind kind;
+        const char *node;
+        /* HEALTH_SEEN_RANK, HEALTH_SEEN_RANK_MISSING */
+        int rank;
+        bool exited, start_failed, hung;
+        int exit_code; /* -1: none */
+        int signal; /* 0: none */
+        int64_t step; /* -1: unknown */
+        int hang_timeout_s;
+        /* HEALTH_SEEN_NODE */
+        bool healthy;
+        const char *health_reason;
+        /* HEALTH_SEEN_SILENCE */
+        int64_t silent_ms, lease_ms, grace_ms;
+        /* HEALTH_SEEN_REGISTER */
+        bool boot_changed;
+} HealthSeen;
+
+typedef enum HealthScope {
+        HEALTH_SCOPE_ATTEMPT, /* the attempt the rank belongs to */
+        HEALTH_SCOPE_NODE, /* the node, and every live attempt with a rank there */
+} HealthScope;
+
+typedef struct HealthFinding {
+        EndReason reason; /* how the attempts it ends end */
+        FailureClass cls;
+        HealthScope scope;
+        NodeState node_state; /* HEALTH_SCOPE_NODE: the node's new state */
+        bool ranks_gone; /* HEALTH_SCOPE_NODE: the node's ranks are dead (fenced, rebooted) */
+        int exit_code; /* -1: none */
+        int signal; /* 0: none */
+        char detail[200];
+} HealthFinding;
+
+typedef struct HealthDetector {
+        const char *name;
+        /* True, with *ret filled, when seen shows a failure this detector knows. */
+        bool (*detect)(const HealthSeen *seen, HealthFinding *ret);
+} HealthDetector;
+
+/* The registry (detectors/registry.c), NULL-terminated. */
+extern const HealthDetector *const health_detectors[];
+
+/* Asks the detectors in registry order; the first finding wins. */
+bool health_detect(const HealthSeen *seen, HealthFinding *ret);
+
+/* A node's record of failures, kept by the controller and updated by health_judge. */
+typedef struct HealthHistory {
+        int64_t *blame_times;
+        int *n_blame;
+        int blame_cap;
+        HealthSuspect *suspects;
+        int *n_suspects;
+        int suspect_cap;
+} HealthHistory;
+
+typedef struct HealthCase {
+        const HealthFinding *finding;
+        const RestartPolicy *policy;
+        int restarts_used;
+        int quick_failures; /* the job's failures in a row without progress, before this */
+        bool progressed; /* the ending attempt made progress */
+        HealthSuspect suspect; /* this failure, as evidence against the node */
+        int64_t window_ms; /* the quarantine window */
+        int quarantine_after; /* blames (or suspect jobs) within it; 0: never */
+} HealthCase;
+
+typedef struct HealthJudgement {
+        bool blame; /* the node where it was seen is to blame */
+        bool by_suspicion; /* because failures of several owners' jobs piled up there */
+        bool quarantine; /* and it has been blamed too often: out of service */
+        bool avoid; /* the next attempt avoids the node */
+        int quick_failures; /* the job's new count of failures without progress */
+        HealthVerdict verdict;
+} HealthJudgement;
+
+/*
+ * Judges a failure seen on a node with history `node` (NULL: no node): whom to blame
+ * (the node for a node fault; for the job's own failure only when failures of
+ * different jobs of different owners pile up there), whether that quarantines it, and
+ * whether and when the job restarts. Records the blame and suspicion into *node.
+ */
+HealthJudgement health_judge(const HealthCase *c, HealthHistory *node);

@@ -533,6 +533,8 @@ class Cluster:
         self._job_counter = 0
         self.env = dict(os.environ)
         self.env["AXTEST_MARKER"] = self.marker
+        # An illegal state transition in axctld aborts it, failing the test.
+        self.env["AXCTLD_STRICT_TRANSITIONS"] = "1"
         # Credentials the harness's own API and CLI calls use (authentication, TLS).
         self.token = None
         self.ca_file = None

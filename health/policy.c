@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Restart, backoff, lease and quarantine policy; see health.h. */
+/* Failure classes, restart, backoff, lease and quarantine policy; see health.h. */
 #include "health.h"
 
 #include <stdio.h>

@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Jobs: submission, cancellation, listing, and what happens to an attempt when it
+ * fails, is preempted, starts or succeeds (DESIGN.md §4). Fencing rule: attempt
+ * numbers only grow, and a new attempt is placed only once no rank of the old one may
+ * still be alive (schedule.c's job_waiting), so two attempts of one job never run at
+ * once.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jobs.h"
+#include "log.h"
+#include "util.h"
+
+void ctl_error_set(CtlError *err, CtlErrorCode code, const char *field, const char *fmt, ...) {
+        err->code = code;
+        snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+}
+
+Job *ctl_job_find(Controller *ctl, int64_t id) {
+        return model_job_find(&ctl->model, id);
+}
+
+/* A hash naming who runs a job: its user. Not the project: a user bound to two projects
+ * is still one user, and must not count as two witnesses against a node. */
+static uint64_t job_owner(const Job *job) {
+        return strmap_hash(job->spec->user ? job->spec->user : "");
+}
+
+/* Whether attempt a made progress: a checkpoint newer than the one it resumed from, or a
+ * higher step than any attempt reached before (recorded in job->best_step). */
+static bool attempt_record_progress(Job *job, const Attempt *a) {
+        int64_t top = -1;
+        for (int i = 0; i < job->n_ranks; i++)
+                if (job->ranks[i].attempt == job->attempt && job->ranks[i].step > top)
+                        top = job->ranks[i].step;
+        bool higher = top > job->best_step;
+        if (higher)
+                job->best_step = top;
+        return (a && job->ckpt_step > a->resume_step) || higher;
+}
+
+void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFinding *f) {
+        if (!job_attempt_live(job))
+                return;
+        Turn *t = &ctl->turn;
+        tr_job_stop_ranks(t, job);
+        int64_t now_wall = util_wall_ms();
+        HealthHistory history = {.blame_times = node ? node->blame_times : NULL,
+                                 .n_blame = node ? &node->n_blame : NULL,
+                                 .blame_cap = NODE_BLAME_HISTORY,
+                                 .suspects = node ? node->suspects : NULL,
+                                 .n_suspects = node ? &node->n_suspects : NULL,
+                                 .suspect_cap = NODE_SUSPECT_HISTORY};
+        HealthCase c = {.finding = f, .policy = &job->spec->restart, .restarts_used = job->restarts,
+                        .quick_failures = job->quick_failures,
+                        .progressed = attempt_record_progress(job, job_current_attempt(job)),
+                        .suspect = {.job = job->id, .owner = job_owner(job), .at_ms = now_wall},
+                        .window_ms = ctl->cfg.quarantine_window_ms,
+                        .quarantine_after = ctl->cfg.quarantine_after};
+        HealthJudgement j = health_judge(&c, node ? &history : NULL);
+        if (j.by_suspicion)
+                turn_event(t, job->id, node->name, "node_suspect",
+                           "failures of %d or more jobs of different owners within %llds",
+                           ctl->cfg.quarantine_after,
+                           (long long) (ctl->cfg.quarantine_window_ms / 1000));
+        tr_attempt_end(t, job, f->reason, j.blame ? node->name : NULL, f->detail);
+        if (j.blame) {
+                turn_node_dirty(t, node);
+                if (j.quarantine && (node->state == NODE_READY || node->state == NODE_UNHEALTHY)) {
+                        char reason[96];
+                        snprintf(reason, sizeof(reason), "blamed for %d failures within %llds",
+                                 node->n_blame,
+                                 (long long) (ctl->cfg.quarantine_window_ms / 1000));
+                        tr_node(t, node, NODE_QUARANTINED, reason);
+                }
+        }
+        job->quick_failures = j.quick_failures;
+        char reason_text[400];
+        snprintf(reason_text, sizeof(reason_text), "%s%s%s", j.verdict.why,
+                 f->detail[0] ? ": " : "", f->detail);
+        free(job->avoid_node);
+        job->avoid_node = j.avoid ? xstrdup(node->name) : NULL;
+        if (j.verdict.action == HEALTH_FAIL) {
+                job->exit_code = f->exit_code >= 0 ? f->exit_code
+                                                   : (f->signal > 0 ? 128 + f->signal : -1);
+                tr_job(t, job, JOB_FAILED, reason_text);
+                return;
+        }
+        if (j.verdict.action == HEALTH_RESTART)
+                job->restarts++;
+        ctl->restarts_by_reason[f->reason]++;
+        job->failed_at_ms = util_now_ms();
+        job->restart_at_ms = job->failed_at_ms + j.verdict.backoff_ms;
+        schedule_restart_at(&ctl->sched, job->restart_at_ms);
+        tr_job(t, job, JOB_RESTARTING, reason_text);
+}
+
+void jobs_succeeded(Controller *ctl, Job *job) {
+        tr_attempt_end(&ctl->turn, job, END_SUCCEEDED, NULL, NULL);
+        job->exit_code = 0;
+        tr_job(&ctl->turn, job, JOB_SUCCEEDED, "");
+}
+
+void jobs_preempt(Controller *ctl, Job *job, const char *why) {
+        if (!job_attempt_live(job))
+                return;
+        tr_job_stop_ranks(&ctl->turn, job);
+        tr_attempt_end(&ctl->turn, job, END_PREEMPTED, NULL, why);
+        ctl->restarts_by_reason[END_PREEMPTED]++;
+        /* Back in the queue: aging counts from now, and no restart budget is spent. */
+        job->queued_ms = util_wall_ms();
+        job->failed_at_ms = 0;
+        tr_job(&ctl->turn, job, JOB_PREEMPTED, why);
+}
+
+void jobs_start(Controller *ctl, Job *job, const SchedPlacement *pl) {
+        job->tier = pl->tier;
+        tr_attempt_start(&ctl->turn, job, pl, ctl->model.nodes);
+}
+
+int ctl_job_cancel(Controller *ctl, int64_t id, Job **ret_job, CtlError *err) {
+        Job *job = ctl_job_find(ctl, id);
+        if (!job) {
+                ctl_error_set(err, CTL_ERR_NOT_FOUND, NULL, "job %lld does not exist",
+                              (long long) id);
+                return -ENOENT;
+        }
+        if (job_state_is_terminal(job->state)) {
+                ctl_error_set(err, CTL_ERR_CONFLICT, NULL, "job %lld already ended (%s)",
+                              (long long) id, job_state_to_string(job->state));
+                return -EALREADY;
+        }
+        if (job_attempt_live(job)) {
+                tr_job_stop_ranks(&ctl->turn, job);
+                tr_attempt_end(&ctl->turn, job, END_CANCELLED, NULL, NULL);
+        }
+        tr_job(&ctl->turn, job, JOB_CANCELLED, "cancelled by request");
+        *ret_job = job;
+        return 0;
+}
+
+/* The spec's normalised text, or an error. */
+static int submit_parse(json_t *spec_json, JobSpec **ret_spec, char **ret_text, CtlError *err) {
+        JsonError jerr = {0};
+        JobSpec *spec = NULL;
+        if (spec_parse(spec_json, &spec, &jerr) < 0) {
+                if (jerr.field[0])
+                        ctl_error_set(err, CTL_ERR_INVALID_SPEC, jerr.field, "%s: %s", jerr.field,
+                                      jerr.message);
+                else
+                        ctl_error_set(err, CTL_ERR_INVALID_SPEC, NULL, "%s", jerr.message);
+                return -EINVAL;
+        }
+        json_t *norm = spec_to_json(spec);
+        *ret_text = json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(norm);
+        *ret_spec = spec;
+        return 0;
+}
+
+int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_key,
+                   Job **ret_job, bool *ret_created, CtlError *err) {
+        JobSpec *spec = NULL;
+        char *text = NULL;
+        int r = submit_parse(spec_json, &spec, &text, err);
+        if (r < 0)
+                return r;
+        Job *existing = idempotency_key ? strmap_get(ctl->model.idempotency, idempotency_key)
+                                        : NULL;
+        if (existing) {
+                bool same = strcmp(existing->spec_text, text) == 0;
+                free(text);
+                spec_free(spec);
+                if (!same) {
+                        ctl_error_set(err, CTL_ERR_CONFLICT, NULL,
+                                      "idempotency key %s was used for job %lld with another spec",
+                                      idempotency_key, (long long) existing->id);
+                        return -EEXIST;
+                }
+                *ret_job = existing;
+                *ret_created = false;
+                return 0;
+        }
+        /* Reject what can never run, when there is a fleet to judge by. */
+        if (ctl->model.n_nodes > 0 && schedule_feasible(ctl, spec) != SCHED_WAIT_NONE) {
+                ctl_error_set(err, CTL_ERR_UNSCHEDULABLE, NULL,
+                              "the job can never fit the fleet: %d ranks of %d cpus%s%s%s on %d "
+                              "nodes%s",
+                              spec->ranks, spec->cpus, spec->accelerator ? " and " : "",
+                              spec->accelerator ? spec->accelerator : "",
+                              spec->accelerator ? " devices" : "", ctl->model.n_nodes,
+                              spec->same_label || json_object_size(spec->node_selector)
+                                      ? " with its constraints"
+                                      : "");
+                free(text);
+                spec_free(spec);
+                return -ENOSPC;
+        }
+        Job *job = xcalloc(1, sizeof(Job));
+        *job = (Job){.id = ctl->model.next_job_id, .spec = spec, .spec_text = text,
+                     .state = JOB_PENDING, .reason = xstrdup(""), .exit_code = -1,
+                     .created_ms = util_wall_ms(), .ckpt_step = -1, .best_step = -1,
+                     .idempotency_key = idempotency_key ? xstrdup(idempotency_key) : NULL,
+                     .wait = SCHED_WAIT_CAPACITY};
+        job->queued_ms = job->created_ms;
+        model_job_add(&ctl->model, job);
+        turn_job_dirty(&ctl->turn, job);
+        turn_event(&ctl->turn, job->id, NULL, "job_submitted", "%s by %s in %s: %d ranks",
+                   spec->name, spec->user, spec->project, spec->ranks);
+        schedule_job_added(&ctl->sched, job);
+        ctl->turn.effects |= TURN_SCHEDULE;
+        *ret_job = job;
+        *ret_created = true;
+        return 0;
+}
+
+void ctl_jobs_foreach(Controller *ctl, int64_t before, JobState state, const char *project,
+                      CtlJobFn fn, void *userdata) {
+        for (int i = ctl->model.n_jobs - 1; i >= 0; i--) {
+                Job *job = ctl->model.jobs[i];
+                if (before > 0 && job->id >= before)
+                        continue;
+                if (state != _JOB_STATE_INVALID && job->state != state)
+                        continue;
+                if (project && strcmp(job->spec->project, project) != 0)
+                        continue;
+                if (!fn(userdata, job))
+                        return;
+        }
+}
+
+int ctl_events_list(Controller *ctl, int64_t job, int64_t after, int limit, StoreEventFn fn,
+                    void *userdata) {
+        return store_events_list(ctl->store, job, after, limit, fn, userdata);
+}

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/* The in-memory model's lifecycle and indexes; see model.h. */
+#include "model.h"
+
+#include <string.h>
+
+#include "jsonutil.h"
+#include "util.h"
+
+void model_init(Model *m) {
+        *m = (Model){.idempotency = strmap_new(), .node_index = strmap_new(), .next_job_id = 1};
+}
+
+void model_clear(Model *m) {
+        for (int i = 0; i < m->n_jobs; i++)
+                job_free(m->jobs[i]);
+        for (int i = 0; i < m->n_nodes; i++)
+                node_free(m->nodes[i]);
+        free(m->jobs);
+        free(m->active);
+        free(m->nodes);
+        strmap_free(m->idempotency);
+        strmap_free(m->node_index);
+        *m = (Model){0};
+}
+
+Job *model_job_find(const Model *m, int64_t id) {
+        int lo = 0, hi = m->n_jobs - 1;
+        while (lo <= hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (m->jobs[mid]->id == id)
+                        return m->jobs[mid];
+                if (m->jobs[mid]->id < id)
+                        lo = mid + 1;
+                else
+                        hi = mid - 1;
+        }
+        return NULL;
+}
+
+Node *model_node_find(const Model *m, const char *name) {
+        return strmap_get(m->node_index, name);
+}
+
+void model_active_add(Model *m, Job *job) {
+        if (job->active)
+                return;
+        GROW(m->active, m->n_active, m->cap_active);
+        m->active[m->n_active++] = job;
+        job->active = true;
+}
+
+void model_job_add(Model *m, Job *job) {
+        GROW(m->jobs, m->n_jobs, m->cap_jobs);
+        m->jobs[m->n_jobs++] = job;
+        if (job->id >= m->next_job_id)
+                m->next_job_id = job->id + 1;
+        if (job->idempotency_key)
+                strmap_put(m->idempotency, job->idempotency_key, job);
+        if (!job_state_is_terminal(job->state))
+                model_active_add(m, job);
+}
+
+void model_active_prune(Model *m) {
+        int w = 0;
+        for (int j = 0; j < m->n_active; j++) {
+                Job *job = m->active[j];
+                bool keep = !job_state_is_terminal(job->state);
+                for (int k = 0; !keep && k < job->n_ranks; k++)
+                        keep = job->ranks[k].alive;
+                if (keep)
+                        m->active[w++] = job;
+                else
+                        job->active = false;
+        }
+        m->n_active = w;
+}
+
+void model_node_add(Model *m, Node *node) {
+        GROW(m->nodes, m->n_nodes, m->cap_nodes);
+        node->index = m->n_nodes;
+        m->nodes[m->n_nodes++] = node;
+        strmap_put(m->node_index, node->name, node);
+}
+
+void model_node_hold(Node *node, Job *job, const Rank *r, int delta) {
+        int i = 0;
+        while (i < node->n_jobs && node->jobs[i].job != job)
+                i++;
+        if (i == node->n_jobs) {
+                GROW(node->jobs, node->n_jobs, node->cap_jobs);
+                node->jobs[node->n_jobs++] = (NodeJob){.job = job};
+        }
+        node->jobs[i].alive_ranks += delta;
+        if (node->jobs[i].alive_ranks <= 0)
+                node->jobs[i] = node->jobs[--node->n_jobs];
+        node->used_cpus += delta * job->spec->cpus;
+        node->used_memory_mb += delta * job->spec->memory_mb;
+        node->alive_ranks += delta;
+        for (int d = 0; d < r->n_devices; d++)
+                if (r->devices[d] >= 0 && r->devices[d] < node->n_devices)
+                        node->device_used[r->devices[d]] += delta;
+}
+
+void model_node_recount(Model *m, Node *node) {
+        node->used_cpus = node->alive_ranks = 0;
+        node->used_memory_mb = 0;
+        node->n_jobs = 0;
+        memset(node->device_used, 0, (size_t) node->n_devices * sizeof(int));
+        for (int j = 0; j < m->n_active; j++) {
+                Job *job = m->active[j];
+                for (int k = 0; k < job->n_ranks; k++) {
+                        Rank *r = &job->ranks[k];
+                        if (r->alive && r->node_name && strcmp(r->node_name, node->name) == 0)
+                                model_node_hold(node, job, r, 1);
+                }
+        }
+}
+
+void model_node_set_inventory(Node *node, json_t *inventory) {
+        for (int i = 0; i < node->n_devices; i++)
+                free(node->devices[i].kind);
+        free(node->devices);
+        json_decref(node->inventory);
+        node->inventory = inventory ? json_deep_copy(inventory) : json_object();
+        node->cpus = (int) json_int(node->inventory, "cpus", 0);
+        node->memory_mb = json_int(node->inventory, "memory_mb", 0);
+        json_t *acc = json_object_get(node->inventory, "accelerators");
+        node->n_devices = (int) json_array_size(acc);
+        node->devices = xcalloc((size_t) node->n_devices + 1, sizeof(NodeDevice));
+        free(node->device_used);
+        node->device_used = xcalloc((size_t) node->n_devices + 1, sizeof(int));
+        for (int i = 0; i < node->n_devices; i++) {
+                json_t *a = json_array_get(acc, (size_t) i);
+                const char *kind = json_str(a, "kind");
+                node->devices[i] = (NodeDevice){.kind = xstrdup(kind ? kind : "unknown"),
+                                                .numa_node = (int) json_int(a, "numa_node", -1),
+                                                .pcie_switch = (int) json_int(a, "pcie_switch", -1)};
+        }
+}
+
+void model_node_free_capacity(const Node *node, int *ret_cpus, int *ret_free_devices,
+                              int *ret_ranks) {
+        int used = 0;
+        for (int d = 0; d < node->n_devices; d++)
+                if (node->device_used[d])
+                        used++;
+        *ret_cpus = node->cpus - node->used_cpus;
+        *ret_free_devices = node->n_devices - used;
+        *ret_ranks = node->alive_ranks;
+}
+
+void rank_clear(Rank *rank) {
+        free(rank->node_name);
+        free(rank->devices);
+        rank->node_name = NULL;
+        rank->devices = NULL;
+}
+
+Job *job_free(Job *job) {
+        if (!job)
+                return NULL;
+        spec_free(job->spec);
+        free(job->spec_text);
+        free(job->reason);
+        free(job->idempotency_key);
+        free(job->ckpt_path);
+        free(job->avoid_node);
+        for (int i = 0; i < job->n_attempts; i++) {
+                free(job->attempts[i].resume_path);
+                free(job->attempts[i].blamed_node);
+                free(job->attempts[i].detail);
+        }
+        free(job->attempts);
+        for (int i = 0; i < job->n_ranks; i++)
+                rank_clear(&job->ranks[i]);
+        free(job->ranks);
+        free(job);
+        return NULL;
+}
+
+Node *node_free(Node *node) {
+        if (!node)
+                return NULL;
+        free(node->name);
+        free(node->hostname);
+        free(node->address);
+        free(node->boot_id);
+        free(node->agent_id);
+        free(node->reason);
+        json_decref(node->labels);
+        json_decref(node->inventory);
+        for (int i = 0; i < node->n_devices; i++)
+                free(node->devices[i].kind);
+        free(node->devices);
+        free(node->device_used);
+        free(node->jobs);
+        free(node);
+        return NULL;
+}

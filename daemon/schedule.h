@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Glue between the model and the pure scheduler (scheduler/): the snapshot it sees,
+ * the waiting jobs it looks at, and the quota file. A pass returns its decisions; the
+ * controller applies them (controller.c).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "scheduler.h"
+
+typedef struct Controller Controller;
+
+typedef struct Scheduling {
+        SchedQuota *quota; /* NULL: equal shares */
+        Job **fresh; /* submitted since the last pass */
+        int n_fresh, cap_fresh;
+        int n_held; /* waiting jobs the scheduler holds capacity for (reserved, preempting) */
+        int64_t oldest_waiting_ms; /* wall: queue time of the oldest job at the last full pass */
+        int64_t last_pass_ms; /* monotonic time of the last pass */
+        int64_t next_restart_ms; /* earliest restart_at of a restarting job, INT64_MAX none */
+} Scheduling;
+
+void schedule_init(Scheduling *s);
+void schedule_clear(Scheduling *s);
+/* A new job waits: the next pass looks at it even when nothing else changed. */
+void schedule_job_added(Scheduling *s, Job *job);
+/* A restarting job may be placed from restart_at_ms (monotonic). */
+void schedule_restart_at(Scheduling *s, int64_t restart_at_ms);
+
+/*
+ * One pass (full: over every waiting job; else over the new ones and those the
+ * scheduler holds capacity for). Records why each job waits and running jobs' tiers.
+ * True with *ret filled (release with sched_result_clear) when there are placements or
+ * preemptions to apply.
+ */
+bool schedule_pass(Controller *ctl, bool full, SchedResult *ret);
+/* Whether a job with this spec could ever fit the fleet (SCHED_WAIT_NONE if so). */
+SchedWait schedule_feasible(Controller *ctl, const JobSpec *spec);

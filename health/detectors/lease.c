@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A node silent for longer than lease + grace is lost. By then every rank on it has
+ * been killed by its own supervisor (the node lease, docs/ARCHITECTURE.md), so its
+ * ranks count as gone and their attempts may be placed elsewhere.
+ */
+#include <stdio.h>
+
+#include "health.h"
+
+static bool detect(const HealthSeen *s, HealthFinding *f) {
+        if (s->kind != HEALTH_SEEN_SILENCE ||
+            !health_node_lost(0, s->silent_ms, s->lease_ms, s->grace_ms))
+                return false;
+        f->reason = END_NODE_LOST;
+        f->cls = FAILURE_NODE;
+        f->scope = HEALTH_SCOPE_NODE;
+        f->node_state = NODE_DOWN;
+        f->ranks_gone = true;
+        snprintf(f->detail, sizeof(f->detail), "no sync for %lld ms", (long long) s->silent_ms);
+        return true;
+}
+
+const HealthDetector health_detector_lease = {.name = "lease", .detect = detect};

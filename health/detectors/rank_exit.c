@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A rank exited with a failure: a non-zero code or a signal is the job's own failure;
+ * an exit before the command ran (command, workdir or account) is a start failure.
+ * Neither is evidence against the node (DESIGN.md §4a).
+ */
+#include <stdio.h>
+
+#include "health.h"
+
+static bool detect(const HealthSeen *s, HealthFinding *f) {
+        if (s->kind != HEALTH_SEEN_RANK || !s->exited || (s->exit_code == 0 && s->signal == 0))
+                return false;
+        f->exit_code = s->exit_code;
+        if (s->start_failed) {
+                f->reason = END_START_FAILED;
+                f->cls = FAILURE_START;
+                snprintf(f->detail, sizeof(f->detail),
+                         "rank %d on %s could not start (exit code %d; its log says why)",
+                         s->rank, s->node, s->exit_code);
+                return true;
+        }
+        f->reason = END_RANK_EXIT;
+        f->cls = FAILURE_JOB;
+        f->signal = s->signal;
+        if (s->signal > 0)
+                snprintf(f->detail, sizeof(f->detail), "rank %d on %s killed by signal %d",
+                         s->rank, s->node, s->signal);
+        else
+                snprintf(f->detail, sizeof(f->detail), "rank %d on %s exited with code %d",
+                         s->rank, s->node, s->exit_code);
+        return true;
+}
+
+const HealthDetector health_detector_rank_exit = {.name = "rank_exit", .detect = detect};

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The table of failure detectors. A new detector is one file in this folder plus one
+ * extern and one line in the table below. Order matters where two could find the same
+ * thing: a rank's exit outranks its hang.
+ */
+#include "health.h"
+
+extern const HealthDetector health_detector_rank_exit;
+extern const HealthDetector health_detector_rank_missing;
+extern const HealthDetector health_detector_hang;
+extern const HealthDetector health_detector_node_check;
+extern const HealthDetector health_detector_lease;
+extern const HealthDetector health_detector_reboot;
+
+const HealthDetector *const health_detectors[] = {
+        &health_detector_rank_exit,
+        &health_detector_rank_missing,
+        &health_detector_hang,
+        &health_detector_node_check,
+        &health_detector_lease,
+        &health_detector_reboot,
+        NULL,
+};
+
+bool health_detect(const HealthSeen *seen, HealthFinding *ret) {
+        for (int i = 0; health_detectors[i]; i++) {
+                *ret = (HealthFinding){.exit_code = -1, .node_state = _NODE_STATE_INVALID};
+                if (health_detectors[i]->detect(seen, ret))
+                        return true;
+        }
+        return false;
+}
