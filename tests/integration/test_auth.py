@@ -144,6 +144,30 @@ class AuthTest(axtest.ClusterTestCase):
         st, ans, _ = self.call("agent", "POST", "/v1/agent/sync", {"node": "n2", "ranks": []})
         self.assertEqual(st, 403, ans)
 
+    def test_router_denies_by_default(self):
+        # A path next to a real route is no route at all: 404 for a valid user token (no
+        # fall-through to the log stream), and for no token either.
+        st, job, _ = self.call("alice", "POST", "/v1/jobs", {"command": ["true"], "ranks": 1, "project": "p1"})
+        self.assertEqual(st, 201, job)
+        for method, path in (("GET", "/v1/jobs/%d/x" % job["id"]), ("GET", "/v1/jobs/%d/logs/extra" % job["id"]),
+                             ("GET", "/v1/jobsx"), ("POST", "/v1/jobs/%d/cancel/x" % job["id"])):
+            for who in ("alice", "admin", None):
+                st, ans, _ = self.call(who, method, path)
+                what = "%s %s as %s: %s %s" % (method, path, who, st, ans)
+                self.assertEqual(st, 404, what)
+                self.assertEqual(ans["error"]["code"], "not_found", what)
+                self.assertTrue(ans["error"]["message"], what)
+        # A user on an agent route, and an agent on a user route: the table says no.
+        for who, method, path, body in (
+                ("alice", "POST", "/v1/agent/sync", {"node": "n1", "ranks": []}),
+                ("alice", "POST", "/v1/agent/register", {"node": "n1", "address": "127.0.0.1:9", "inventory": {"cpus": 0}}),
+                ("alice", "POST", "/v1/nodes/n1/drain", {}),
+                ("agent", "GET", "/v1/jobs/%d" % job["id"], None)):
+            st, ans, _ = self.call(who, method, path, body=body)
+            what = "%s %s as %s: %s %s" % (method, path, who, st, ans)
+            self.assertEqual(st, 403, what)
+            self.assertEqual(ans["error"]["code"], "forbidden", what)
+
     def test_revoked_token_is_refused_at_once(self):
         st, _, _ = self.call("alice", "GET", "/v1/jobs")
         self.assertEqual(st, 200)
