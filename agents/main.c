@@ -23,6 +23,8 @@
 #include "util.h"
 
 #define DEFAULT_CONFIG "/etc/axctl/axagent.conf"
+/* Longest duration accepted, in ms: keeps every timer within the loop's int ms. */
+#define DAY_MS (24LL * 3600 * 1000)
 
 static const char usage[] =
         "Usage: axagent --controller URL --state-dir DIR [options]\n"
@@ -46,7 +48,7 @@ static const char usage[] =
         "  --kill-grace-ms MS          SIGTERM to SIGKILL delay when stopping ranks\n"
         "                              (default 3000)\n"
         "  --log-level LEVEL           error, warning, info (default) or debug\n"
-        "  --help                      show this text\n"
+        "  -h, --help                  show this text\n"
         "\n"
         "Security (see docs/SECURITY.md):\n"
         "  --token-file PATH           bearer token for the controller (role agent, bound\n"
@@ -56,15 +58,16 @@ static const char usage[] =
         "  --allow-users LIST          accounts ranks may run as when the agent is root:\n"
         "                              comma-separated names, or '*' for any but root\n"
         "                              (default: regular accounts, uid >= 1000)\n"
-        "  --allow-root[=yes|no]       let ranks run as root (default: refused)\n"
+        "  --allow-root[=BOOL]         let ranks run as root (default: refused)\n"
         "  --default-user NAME         account for jobs whose user is not a local account\n"
         "                              or that name no user (default: refuse them)\n"
-        "  --strict-user[=yes|no]      an agent that is not root refuses jobs of any user\n"
+        "  --strict-user[=BOOL]        an agent that is not root refuses jobs of any user\n"
         "                              but its own (default: runs them as itself)\n"
         "A rank refused by this policy exits with code 126 and says why in its log.\n"
         "\n"
         "Every option but --config and --help is also a key of the configuration file,\n"
-        "written with '_' for '-' (state_dir = /var/lib/axagent). See axagent(8).\n";
+        "written with '_' for '-' (state_dir = /var/lib/axagent). A BOOL is true or false,\n"
+        "yes or no, on or off, 1 or 0, in any case; a bare flag means true. See axagent(8).\n";
 
 enum {
         OPT_CONTROLLER = 256,
@@ -115,8 +118,6 @@ static const struct option options[] = {
         { "help", no_argument, NULL, OPT_HELP },
         {},
 };
-/* Options that only make sense on the command line. */
-static const char *const flag_only[] = { "config", NULL };
 
 /* Everything the configuration file and the flags set, in that order; strings owned. */
 typedef struct Settings {
@@ -165,37 +166,6 @@ static json_t *labels_parse(const char *s) {
                 json_object_set_new(labels, item, json_string(eq + 1));
         }
         return labels;
-}
-
-static bool ms_parse(const char *s, int64_t min, int64_t *ret) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno != 0 || end == s || *end != '\0' || v < min || v > 24LL * 3600 * 1000)
-                return false;
-        *ret = v;
-        return true;
-}
-
-/* A flag given bare means yes; files and --flag=VALUE spell it out. */
-static bool bool_parse(const char *s, bool *ret) {
-        static const char *const yes[] = { "yes", "true", "on", "1" };
-        static const char *const no[] = { "no", "false", "off", "0" };
-        if (!s) {
-                *ret = true;
-                return true;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
-                if (strcmp(s, yes[i]) == 0) {
-                        *ret = true;
-                        return true;
-                }
-                if (strcmp(s, no[i]) == 0) {
-                        *ret = false;
-                        return true;
-                }
-        }
-        return false;
 }
 
 static void string_set(char **field, const char *value) {
@@ -253,7 +223,7 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 string_set(&s->health_cmd, value);
                 break;
         case OPT_HEALTH_INTERVAL:
-                if (!ms_parse(value, 100, &s->health_interval_ms)) {
+                if (config_parse_int(value, 100, DAY_MS, &s->health_interval_ms) < 0) {
                         *ret_reason = "needs a number of milliseconds of at least 100";
                         return -EINVAL;
                 }
@@ -262,7 +232,7 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 string_set(&s->profile_dir, value);
                 break;
         case OPT_KILL_GRACE:
-                if (!ms_parse(value, 0, &s->kill_grace_ms)) {
+                if (config_parse_int(value, 0, DAY_MS, &s->kill_grace_ms) < 0) {
                         *ret_reason = "needs a number of milliseconds";
                         return -EINVAL;
                 }
@@ -280,11 +250,7 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 }
                 break;
         case OPT_ALLOW_ROOT:
-                if (!bool_parse(value, &s->users.allow_root)) {
-                        *ret_reason = "takes yes or no";
-                        return -EINVAL;
-                }
-                break;
+                return config_parse_bool(value, &s->users.allow_root, ret_reason);
         case OPT_DEFAULT_USER:
                 if (!agent_user_name_valid(value)) {
                         *ret_reason = "needs an account name";
@@ -293,11 +259,7 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 string_set(&s->users.default_user, value);
                 break;
         case OPT_STRICT_USER:
-                if (!bool_parse(value, &s->users.strict)) {
-                        *ret_reason = "takes yes or no";
-                        return -EINVAL;
-                }
-                break;
+                return config_parse_bool(value, &s->users.strict, ret_reason);
         case OPT_LOG_LEVEL:
                 s->level = log_level_from_string(value);
                 if (s->level == _LOG_LEVEL_INVALID) {
@@ -329,47 +291,17 @@ _Noreturn _printf_(1, 2) static void die_usage(const char *fmt, ...) {
  * are applied after the file that --config names, so they are kept until then.
  */
 static void settings_parse(Settings *s, int argc, char **argv, const char **ret_config) {
-        _cleanup_free_ int *opts = xcalloc((size_t) argc + 1, sizeof(int));
-        _cleanup_free_ char **args = xcalloc((size_t) argc + 1, sizeof(char *));
-        const char *config = NULL;
-        int n = 0, c;
-
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, ":", options, NULL)) != -1) {
-                switch (c) {
-                case OPT_HELP:
-                        fputs(usage, stdout);
-                        exit(0);
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case ':':
-                        die_usage("%s needs a value", argv[optind - 1]);
-                case '?':
-                        die_usage("unknown option %s", argv[optind - 1]);
-                default:
-                        opts[n] = c;
-                        args[n++] = optarg;
-                }
-        }
-        if (optind < argc)
-                die_usage("unexpected argument \"%s\"", argv[optind]);
-
         _cleanup_free_ char *error = NULL;
-        if (config_load_and_apply(config, DEFAULT_CONFIG, options, flag_only, settings_set, s,
-                                  ret_config, &error) < 0)
-                die_usage("%s", error);
-        for (int i = 0; i < n; i++) {
-                const char *reason = "has an invalid value";
-                if (settings_set(s, opts[i], args[i], &reason) < 0) {
-                        const struct option *o = options;
-                        while (o->name && o->val != opts[i])
-                                o++;
-                        die_usage("--%s %s, not \"%s\"", o->name, reason,
-                                  args[i] ? args[i] : "");
-                }
+        int r = config_parse_args(argc, argv, options, DEFAULT_CONFIG, settings_set, s,
+                                  ret_config, &error);
+        if (r == CONFIG_HELP) {
+                fputs(usage, stdout);
+                exit(0);
         }
-
+        if (r < 0) {
+                fprintf(stderr, "axagent: %s\n", error);
+                exit(2);
+        }
         if (!s->controller || !*s->controller)
                 die_usage("--controller is required");
         if (!s->state_dir || !*s->state_dir)

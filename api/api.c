@@ -398,8 +398,12 @@ static void route_job(Api *api, Request *req, struct MHD_Connection *con, ApiRou
         case ROUTE_JOB_EVENTS:
                 handle_events(api, req, con, id);
                 break;
-        default:
+        case ROUTE_JOB_LOGS:
                 handle_logs(api, req, con, job);
+                break;
+        default:
+                /* No fall-through to another job route: what is not listed is not served. */
+                request_set_error(req, 404, "not_found", NULL, "no such route");
                 break;
         }
 }
@@ -607,19 +611,13 @@ static void handle_healthz(Api *api, Request *req) {
                                                jobs, "ready_nodes", nodes));
 }
 
-/* Which role may use which route; projects and nodes are checked by the handlers. */
+/* Whether the route table lets role use r; projects and nodes are checked by handlers. */
 static bool role_allowed(TokenRole role, ApiRoute r) {
-        bool agent_route = r == ROUTE_AGENT_REGISTER || r == ROUTE_AGENT_SYNC;
-        switch (role) {
-        case TOKEN_ROLE_ADMIN:
-                return true;
-        case TOKEN_ROLE_AGENT:
-                return agent_route;
-        case TOKEN_ROLE_USER:
-                return !agent_route && r != ROUTE_NODE_DRAIN && r != ROUTE_NODE_UNDRAIN;
-        default:
-                return false;
-        }
+        unsigned bit = role == TOKEN_ROLE_ADMIN ? API_ROLE_ADMIN
+                       : role == TOKEN_ROLE_USER ? API_ROLE_USER
+                       : role == TOKEN_ROLE_AGENT ? API_ROLE_AGENT
+                                                  : 0;
+        return (api_route_roles(&api_routes[r]) & bit) != 0;
 }
 
 /* Sets req->who from the bearer token; false (with the answer set) when refused. */
@@ -671,7 +669,8 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 request_set_unavailable(req, ctl_failure(api->ctl));
                 return false;
         }
-        if (api->auth && r != ROUTE_HEALTHZ && !authenticate(api, req, con, r))
+        if (api->auth && !(api_route_roles(&api_routes[r]) & API_ROLE_OPEN) &&
+            !authenticate(api, req, con, r))
                 return false;
         switch (r) {
         case ROUTE_HEALTHZ:
@@ -713,7 +712,9 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 break;
         case ROUTE_AGENT_SYNC:
                 return handle_sync(api, req, con);
-        default:
+        case ROUTE_NOT_FOUND:
+                /* Answered above. No default: -Wswitch makes every new route need a case. */
+                request_set_error(req, 404, "not_found", NULL, "no such route");
                 break;
         }
         return false;

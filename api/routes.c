@@ -4,24 +4,37 @@
 
 #include <string.h>
 
+#define ADMIN API_ROLE_ADMIN
+#define USER API_ROLE_USER
+#define AGENT API_ROLE_AGENT
+
+/* Admin is in every rule on purpose: a rule lists everyone, so none is implied. */
 const ApiRouteInfo api_routes[_ROUTE_MAX] = {
-        [ROUTE_HEALTHZ] = {"GET", "/healthz"},
-        [ROUTE_METRICS] = {"GET", "/metrics"},
-        [ROUTE_OPENAPI] = {"GET", "/v1/openapi.json"},
-        [ROUTE_JOBS_SUBMIT] = {"POST", "/v1/jobs"},
-        [ROUTE_JOBS_LIST] = {"GET", "/v1/jobs"},
-        [ROUTE_JOB_GET] = {"GET", "/v1/jobs/{id}"},
-        [ROUTE_JOB_CANCEL] = {"POST", "/v1/jobs/{id}/cancel"},
-        [ROUTE_JOB_EVENTS] = {"GET", "/v1/jobs/{id}/events"},
-        [ROUTE_JOB_LOGS] = {"GET", "/v1/jobs/{id}/logs"},
-        [ROUTE_NODES_LIST] = {"GET", "/v1/nodes"},
-        [ROUTE_NODE_DRAIN] = {"POST", "/v1/nodes/{name}/drain"},
-        [ROUTE_NODE_UNDRAIN] = {"POST", "/v1/nodes/{name}/undrain"},
-        [ROUTE_EVENTS] = {"GET", "/v1/events"},
-        [ROUTE_QUOTAS] = {"GET", "/v1/quotas"},
-        [ROUTE_AGENT_REGISTER] = {"POST", "/v1/agent/register"},
-        [ROUTE_AGENT_SYNC] = {"POST", "/v1/agent/sync"},
+        [ROUTE_HEALTHZ] = {"GET", "/healthz", API_ROLE_OPEN | ADMIN | USER | AGENT},
+        [ROUTE_METRICS] = {"GET", "/metrics", ADMIN | USER},
+        [ROUTE_OPENAPI] = {"GET", "/v1/openapi.json", ADMIN | USER},
+        [ROUTE_JOBS_SUBMIT] = {"POST", "/v1/jobs", ADMIN | USER},
+        [ROUTE_JOBS_LIST] = {"GET", "/v1/jobs", ADMIN | USER},
+        [ROUTE_JOB_GET] = {"GET", "/v1/jobs/{id}", ADMIN | USER},
+        [ROUTE_JOB_CANCEL] = {"POST", "/v1/jobs/{id}/cancel", ADMIN | USER},
+        [ROUTE_JOB_EVENTS] = {"GET", "/v1/jobs/{id}/events", ADMIN | USER},
+        [ROUTE_JOB_LOGS] = {"GET", "/v1/jobs/{id}/logs", ADMIN | USER},
+        [ROUTE_NODES_LIST] = {"GET", "/v1/nodes", ADMIN | USER},
+        [ROUTE_NODE_DRAIN] = {"POST", "/v1/nodes/{name}/drain", ADMIN},
+        [ROUTE_NODE_UNDRAIN] = {"POST", "/v1/nodes/{name}/undrain", ADMIN},
+        [ROUTE_EVENTS] = {"GET", "/v1/events", ADMIN | USER},
+        [ROUTE_QUOTAS] = {"GET", "/v1/quotas", ADMIN | USER},
+        [ROUTE_AGENT_REGISTER] = {"POST", "/v1/agent/register", ADMIN | AGENT},
+        [ROUTE_AGENT_SYNC] = {"POST", "/v1/agent/sync", ADMIN | AGENT},
 };
+
+#undef ADMIN
+#undef USER
+#undef AGENT
+
+unsigned api_route_roles(const ApiRouteInfo *info) {
+        return info->roles ? info->roles : API_ROLE_ADMIN;
+}
 
 /* Matches path against a template segment by segment; "{x}" takes one non-empty segment. */
 static bool template_match(const char *tmpl, const char *path, char params[][128],

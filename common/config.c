@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util.h"
 
@@ -272,5 +274,97 @@ int config_load_and_apply(const char *path, const char *default_path,
                 return r;
         if (ret_used)
                 *ret_used = use;
+        return 0;
+}
+
+/* The option of options called name, or NULL. */
+static const struct option *option_named(const struct option *options, const char *name) {
+        for (const struct option *o = options; o->name; o++)
+                if (strcmp(o->name, name) == 0)
+                        return o;
+        return NULL;
+}
+
+int config_parse_args(int argc, char **argv, const struct option *options,
+                      const char *default_path, ConfigSetFn set, void *userdata,
+                      const char **ret_config, char **ret_error) {
+        static const char *const flag_only[] = {"config", NULL};
+        const struct option *help = option_named(options, "help");
+        const struct option *config_opt = option_named(options, "config");
+        /* Flags are applied after the file, which --config names: keep them until then. */
+        _cleanup_free_ int *opts = xcalloc((size_t) argc + 1, sizeof(int));
+        _cleanup_free_ char **args = xcalloc((size_t) argc + 1, sizeof(char *));
+        const char *config = NULL;
+        int n = 0, c;
+        opterr = 0;
+        optind = 0; /* a full rescan, also for a second call (tests) */
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) >= 0) {
+                if (c == 'h' || (help && c == help->val))
+                        return CONFIG_HELP;
+                if (c == ':' || c == '?') {
+                        *ret_error = xasprintf(c == ':' ? "%s needs a value (see --help)"
+                                                        : "unknown option %s (see --help)",
+                                               argv[optind - 1]);
+                        return -EINVAL;
+                }
+                if (config_opt && c == config_opt->val) {
+                        config = optarg;
+                        continue;
+                }
+                opts[n] = c;
+                args[n++] = optarg;
+        }
+        if (optind < argc) {
+                *ret_error = xasprintf("unexpected argument '%s' (see --help)", argv[optind]);
+                return -EINVAL;
+        }
+        int r = config_load_and_apply(config, default_path, options, flag_only, set, userdata,
+                                      ret_config, ret_error);
+        if (r < 0)
+                return r;
+        for (int i = 0; i < n; i++) {
+                const char *reason = "invalid value";
+                if (set(userdata, opts[i], args[i], &reason) < 0) {
+                        const struct option *o = options;
+                        while (o->name && o->val != opts[i])
+                                o++;
+                        *ret_error = xasprintf("--%s %s, not '%s'", o->name ? o->name : "?",
+                                               reason, args[i] ? args[i] : "");
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+int config_parse_bool(const char *value, bool *ret, const char **ret_reason) {
+        static const char *const yes[] = {"true", "yes", "on", "1"};
+        static const char *const no[] = {"false", "no", "off", "0"};
+        if (!value) {
+                *ret = true;
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+                if (strcasecmp(value, yes[i]) == 0) {
+                        *ret = true;
+                        return 0;
+                }
+                if (strcasecmp(value, no[i]) == 0) {
+                        *ret = false;
+                        return 0;
+                }
+        }
+        *ret_reason = "needs true or false (or yes/no, on/off, 1/0)";
+        return -EINVAL;
+}
+
+int config_parse_int(const char *value, int64_t min, int64_t max, int64_t *ret) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (end == value || *end)
+                return -EINVAL;
+        if (errno == ERANGE || v < min || v > max)
+                return -ERANGE;
+        *ret = v;
         return 0;
 }

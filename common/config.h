@@ -12,6 +12,9 @@
  * escapes) or single quotes (no escapes) to keep leading or trailing blanks or a '#'.
  * A key given twice keeps its last value, as a repeated flag does.
  *
+ * Both daemons read their flags, files and values through this module alone, so a
+ * boolean or a number is spelled the same on the command line and in either file.
+ *
  * Library-like: nothing here logs. Errors come back as "FILE:LINE: message" strings.
  */
 #pragma once
@@ -19,6 +22,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct ConfigFile ConfigFile;
 
@@ -82,3 +86,29 @@ int config_load_and_apply(const char *path, const char *default_path,
                           const struct option *options, const char *const *skip,
                           ConfigSetFn set, void *userdata, const char **ret_used,
                           char **ret_error);
+
+/* What config_parse_args() returns when -h or --help was given. */
+#define CONFIG_HELP 1
+
+/*
+ * The whole command line of a daemon: reads argv with getopt_long over options, where
+ * the option named "help" (and -h) asks for help and the one named "config" names the
+ * file; loads that file (or default_path if it exists, as config_load_and_apply()
+ * does), then applies every flag through set, so a flag wins over the file. Returns 0,
+ * CONFIG_HELP (nothing applied), or -EINVAL with *ret_error one line, e.g.
+ * "--lease-ms needs milliseconds, at least 100, not '50'" or
+ * "PATH:LINE: auth = \"maybe\": needs true or false (or yes/no, on/off, 1/0)".
+ */
+int config_parse_args(int argc, char **argv, const struct option *options,
+                      const char *default_path, ConfigSetFn set, void *userdata,
+                      const char **ret_config, char **ret_error);
+
+/*
+ * A boolean setting, spelled the same for every flag and key: true/false, yes/no,
+ * on/off or 1/0, in any case. NULL (a bare --flag of an optional_argument option) is
+ * true. Returns 0, or -EINVAL with *ret_reason set as a ConfigSetFn wants it.
+ */
+int config_parse_bool(const char *value, bool *ret, const char **ret_reason);
+
+/* A decimal integer in [min, max]: 0, or -EINVAL (not a number) or -ERANGE. */
+int config_parse_int(const char *value, int64_t min, int64_t max, int64_t *ret);

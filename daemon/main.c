@@ -48,7 +48,7 @@ static void usage(FILE *f) {
               "  --sync-period-ms N      agent sync period (default 1000)\n"
               "  --quarantine-after N    blames that quarantine a node (default 3, 0 = never)\n"
               "  --quarantine-window-s N window for those blames (default 3600)\n"
-              "  --auth                  require bearer tokens (see axctld token --help)\n"
+              "  --auth[=BOOL]           require bearer tokens (see axctld token --help)\n"
               "  --tls-cert PATH         serve HTTPS with this PEM certificate (chain)...\n"
               "  --tls-key PATH          ...and this PEM private key\n"
               "  --quota-file PATH       project quotas for the scheduler (default: none,\n"
@@ -57,7 +57,8 @@ static void usage(FILE *f) {
               "  -h, --help              show this help\n"
               "\n"
               "Every option but --config and --help is also a key of the configuration file,\n"
-              "written with '_' for '-' (lease_ms = 5000). See axctld(8).\n",
+              "written with '_' for '-' (lease_ms = 5000). A BOOL is true or false, yes or\n"
+              "no, on or off, 1 or 0, in any case. See axctld(8).\n",
               f);
 }
 
@@ -94,8 +95,6 @@ static const struct option options[] = {
         {"help", no_argument, NULL, 'h'},
         {},
 };
-/* Options that only make sense on the command line. */
-static const char *const flag_only[] = {"config", NULL};
 
 /* Everything the configuration file and the flags set, in that order. */
 typedef struct Settings {
@@ -107,17 +106,6 @@ typedef struct Settings {
         CtlConfig ctl;
         LogLevel level;
 } Settings;
-
-/* Parses a decimal integer in [min, max]; false when s is not one. */
-static bool int_parse(const char *s, int64_t min, int64_t max, int64_t *ret) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno || end == s || *end || v < min || v > max)
-                return false;
-        *ret = v;
-        return true;
-}
 
 /*
  * Sets one option from its text, for a flag and a configuration key alike (see
@@ -146,35 +134,35 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 s->db_path = xstrdup(value);
                 return 0;
         case OPT_LEASE_MS:
-                if (!int_parse(value, 100, day_ms, &v)) {
+                if (config_parse_int(value, 100, day_ms, &v) < 0) {
                         *ret_reason = "needs milliseconds, at least 100";
                         return -EINVAL;
                 }
                 s->ctl.lease_ms = v;
                 return 0;
         case OPT_GRACE_MS:
-                if (!int_parse(value, 0, day_ms, &v)) {
+                if (config_parse_int(value, 0, day_ms, &v) < 0) {
                         *ret_reason = "needs milliseconds, at least 0";
                         return -EINVAL;
                 }
                 s->ctl.grace_ms = v;
                 return 0;
         case OPT_SYNC_PERIOD_MS:
-                if (!int_parse(value, 10, day_ms, &v)) {
+                if (config_parse_int(value, 10, day_ms, &v) < 0) {
                         *ret_reason = "needs milliseconds, at least 10";
                         return -EINVAL;
                 }
                 s->ctl.sync_period_ms = v;
                 return 0;
         case OPT_QUARANTINE_AFTER:
-                if (!int_parse(value, 0, 1000000, &v)) {
+                if (config_parse_int(value, 0, 1000000, &v) < 0) {
                         *ret_reason = "needs a count, at least 0 (0 = never)";
                         return -EINVAL;
                 }
                 s->ctl.quarantine_after = (int) v;
                 return 0;
         case OPT_QUARANTINE_WINDOW_S:
-                if (!int_parse(value, 1, 365LL * 24 * 3600, &v)) {
+                if (config_parse_int(value, 1, 365LL * 24 * 3600, &v) < 0) {
                         *ret_reason = "needs seconds, at least 1";
                         return -EINVAL;
                 }
@@ -182,17 +170,7 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 return 0;
         case OPT_AUTH:
                 /* "--auth" alone, or "auth = true|false" in the file. */
-                if (!value || strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 ||
-                    strcmp(value, "1") == 0)
-                        s->auth = true;
-                else if (strcmp(value, "false") == 0 || strcmp(value, "no") == 0 ||
-                         strcmp(value, "0") == 0)
-                        s->auth = false;
-                else {
-                        *ret_reason = "needs true or false";
-                        return -EINVAL;
-                }
-                return 0;
+                return config_parse_bool(value, &s->auth, ret_reason);
         case OPT_TLS_CERT:
         case OPT_TLS_KEY: {
                 char **dst = opt == OPT_TLS_CERT ? &s->tls_cert : &s->tls_key;
@@ -224,48 +202,16 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
  * that was read, or NULL.
  */
 static void settings_parse(Settings *s, int argc, char **argv, const char **ret_config) {
-        /* Flags are applied after the file, which --config names: keep them until then. */
-        _cleanup_free_ int *opts = xcalloc((size_t) argc + 1, sizeof(int));
-        _cleanup_free_ char **args = xcalloc((size_t) argc + 1, sizeof(char *));
-        const char *config = NULL;
-        int n = 0, c;
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
-                switch (c) {
-                case 'h':
-                        usage(stdout);
-                        exit(0);
-                case OPT_CONFIG:
-                        config = optarg;
-                        break;
-                case '?':
-                case ':':
-                        fprintf(stderr, "axctld: see axctld --help\n");
-                        exit(2);
-                default:
-                        opts[n] = c;
-                        args[n++] = optarg;
-                }
-        }
-        if (optind < argc) {
-                fprintf(stderr, "axctld: unexpected argument '%s' (see axctld --help)\n",
-                        argv[optind]);
-                exit(2);
-        }
         _cleanup_free_ char *error = NULL;
-        if (config_load_and_apply(config, DEFAULT_CONFIG, options, flag_only, settings_set, s,
-                                  ret_config, &error) < 0) {
+        int r = config_parse_args(argc, argv, options, DEFAULT_CONFIG, settings_set, s,
+                                  ret_config, &error);
+        if (r == CONFIG_HELP) {
+                usage(stdout);
+                exit(0);
+        }
+        if (r < 0) {
                 fprintf(stderr, "axctld: %s\n", error);
                 exit(2);
-        }
-        for (int i = 0; i < n; i++) {
-                const char *reason = "invalid value";
-                if (settings_set(s, opts[i], args[i], &reason) < 0) {
-                        const struct option *o = options;
-                        while (o->name && o->val != opts[i])
-                                o++;
-                        fprintf(stderr, "axctld: --%s %s, not '%s'\n", o->name, reason, args[i]);
-                        exit(2);
-                }
         }
         if (s->ctl.sync_period_ms >= s->ctl.lease_ms) {
                 fprintf(stderr, "axctld: the sync period (%lld ms) must be below the lease "

@@ -124,6 +124,17 @@ class ApiTest(axtest.ClusterTestCase):
         p = self.c.cli("status", "987654")
         self.assertNotEqual(p.returncode, 0)
 
+    def test_unknown_job_subpath_is_404(self):
+        # Deny by default: a path beside a real route is not served by that route.
+        view = self.c.submit(self.quick_spec())
+        for method, path in (("GET", "/v1/jobs/%d/x" % view["id"]),
+                             ("GET", "/v1/jobs/%d/logs/extra" % view["id"]),
+                             ("GET", "/v1/jobsx"), ("GET", "/v1/jobs/%d/" % view["id"])):
+            status, body, _ = self.c.api(method, path)
+            with self.subTest(path=path):
+                self.assert_error(status, body, 404, "not_found")
+        self.c.wait_job(view["id"], timeout=30)
+
     def test_wrong_method_is_405(self):
         status, body, _ = self.c.api("DELETE", "/v1/jobs")
         self.assert_error(status, body, 405, "method_not_allowed")

@@ -144,6 +144,30 @@ class AuthTest(axtest.ClusterTestCase):
         st, ans, _ = self.call("agent", "POST", "/v1/agent/sync", {"node": "n2", "ranks": []})
         self.assertEqual(st, 403, ans)
 
+    def test_router_denies_by_default(self):
+        # A path next to a real route is no route at all: 404 for a valid user token (no
+        # fall-through to the log stream), and for no token either.
+        st, job, _ = self.call("alice", "POST", "/v1/jobs", {"command": ["true"], "ranks": 1, "project": "p1"})
+        self.assertEqual(st, 201, job)
+        for method, path in (("GET", "/v1/jobs/%d/x" % job["id"]), ("GET", "/v1/jobs/%d/logs/extra" % job["id"]),
+                             ("GET", "/v1/jobsx"), ("POST", "/v1/jobs/%d/cancel/x" % job["id"])):
+            for who in ("alice", "admin", None):
+                st, ans, _ = self.call(who, method, path)
+                what = "%s %s as %s: %s %s" % (method, path, who, st, ans)
+                self.assertEqual(st, 404, what)
+                self.assertEqual(ans["error"]["code"], "not_found", what)
+                self.assertTrue(ans["error"]["message"], what)
+        # A user on an agent route, and an agent on a user route: the table says no.
+        for who, method, path, body in (
+                ("alice", "POST", "/v1/agent/sync", {"node": "n1", "ranks": []}),
+                ("alice", "POST", "/v1/agent/register", {"node": "n1", "address": "127.0.0.1:9", "inventory": {"cpus": 0}}),
+                ("alice", "POST", "/v1/nodes/n1/drain", {}),
+                ("agent", "GET", "/v1/jobs/%d" % job["id"], None)):
+            st, ans, _ = self.call(who, method, path, body=body)
+            what = "%s %s as %s: %s %s" % (method, path, who, st, ans)
+            self.assertEqual(st, 403, what)
+            self.assertEqual(ans["error"]["code"], "forbidden", what)
+
     def test_revoked_token_is_refused_at_once(self):
         st, _, _ = self.call("alice", "GET", "/v1/jobs")
         self.assertEqual(st, 200)
@@ -195,6 +219,80 @@ class AuthTest(axtest.ClusterTestCase):
         finally:
             for s in idle:
                 s.close()
+
+
+class ConfigBooleanTest(axtest.ClusterTestCase):
+    """Both daemons read flags, files and booleans with one parser (common/config.c):
+    `auth = on` in axctld's file turns authentication on, and a value that is not a
+    boolean stops either daemon with exit 2 and one line naming the key and the value."""
+
+    BOOL = "needs true or false (or yes/no, on/off, 1/0)"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="axtest-config-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_auth_on_in_the_controller_file(self):
+        conf = self.write("axctld.conf", "# as an operator writes it\nauth = On\n")
+        c = axtest.Cluster(0, controller_args=["--config", conf], name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, c)
+        admin = token(c.db, "--name", "root", "--role", "admin")
+        c.start_controller()
+        st, ans, _ = c.api("GET", "/v1/jobs")
+        self.assertEqual((st, ans["error"]["code"]), (401, "unauthorized"), ans)
+        st, ans, _ = c.api("GET", "/v1/jobs", headers={"Authorization": "Bearer " + admin})
+        self.assertEqual(st, 200, ans)
+        # A flag wins over the file, in any spelling.
+        self.assertEqual(c.controller.terminate(), 0)
+        c.controller_args = ["--config", conf, "--auth=OFF"]
+        c.start_controller()
+        st, ans, _ = c.api("GET", "/v1/jobs")
+        self.assertEqual(st, 200, ans)
+
+    def test_bad_boolean_is_refused_by_both_daemons(self):
+        db = os.path.join(self.tmp, "state.db")
+        ctl = [axtest.AXCTLD, "--listen", "127.0.0.1:0", "--db", db]
+        agent = [axtest.AXAGENT, "--controller", "http://127.0.0.1:9", "--node", "n1",
+                 "--state-dir", os.path.join(self.tmp, "n1")]
+        ctl_conf = self.write("axctld.conf", "lease_ms = 5000\nauth = maybe\n")
+        agent_conf = self.write("axagent.conf", "allow_root = enabled\n")
+        cases = (
+            (ctl + ["--config", ctl_conf], 'axctld: %s:2: auth = "maybe": %s' % (ctl_conf, self.BOOL)),
+            (ctl + ["--auth=sure"], "axctld: --auth %s, not 'sure'" % self.BOOL),
+            (agent + ["--config", agent_conf], 'axagent: %s:1: allow_root = "enabled": %s' % (agent_conf, self.BOOL)),
+            (agent + ["--strict-user=2"], "axagent: --strict-user %s, not '2'" % self.BOOL),
+        )
+        for argv, want in cases:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            what = "%s: %s %r" % (" ".join(argv[1:]), p.returncode, p.stderr)
+            self.assertEqual(p.returncode, 2, what)
+            self.assertEqual(p.stderr, want + "\n", what)
+        self.assertFalse(os.path.exists(db), "axctld opened its database after a bad setting")
+
+    def test_agent_reads_booleans_in_any_spelling(self):
+        # The agent logs its account policy at start: root allowed (as root) or other
+        # users refused (as another user) proves the file's values were read as true.
+        conf = self.write("axagent.conf", "allow_root = ON\nstrict_user = Yes\n")
+        argv = [axtest.AXAGENT, "--config", conf, "--controller", "http://127.0.0.1:9",
+                "--node", "n1", "--state-dir", os.path.join(self.tmp, "n1")]
+        want = "root allowed" if os.geteuid() == 0 else "jobs of other users are refused"
+        err_path = os.path.join(self.tmp, "axagent.stderr")
+        with open(err_path, "wb") as err:
+            p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        try:
+            def logged():
+                with open(err_path) as f:
+                    return want in f.read()
+            axtest.wait_for(logged, 10, "the agent's policy line")
+        finally:
+            p.terminate()
+            p.wait(timeout=10)
 
 
 class SecureClusterTest(axtest.ClusterTestCase):
