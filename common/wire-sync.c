@@ -3,7 +3,6 @@
  * see wire.h. */
 #include "wire.h"
 
-#include <errno.h>
 #include <string.h>
 
 #include "util.h"
