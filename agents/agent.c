@@ -438,7 +438,7 @@ static char **agent_argv_make(json_t *argv) {
         return v;
 }
 
-static void agent_rank_start(Agent *a, const DesiredRank *d) {
+static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
         _cleanup_free_ char *progress = rank_table_progress_path(a->ranks, d->key);
         _cleanup_free_ char *env_error = NULL;
         _cleanup_free_ char *user_error = NULL;
@@ -499,10 +499,10 @@ static void agent_rank_start(Agent *a, const DesiredRank *d) {
 }
 
 /* Makes the node's ranks what the answer to request_id says they should be. */
-static void agent_converge(Agent *a, const SyncAnswer *ans, uint64_t request_id, int64_t now) {
+static void agent_converge(Agent *a, const WireSyncAnswer *ans, uint64_t request_id, int64_t now) {
         for (size_t i = rank_table_count(a->ranks); i-- > 0;) {
                 Rank *r = rank_table_at(a->ranks, i);
-                if (agent_sync_answer_find(ans, r->key))
+                if (wire_sync_answer_find(ans, r->key))
                         continue;
                 if (r->state == AGENT_RANK_RUNNING) {
                         if (!r->stopping)
@@ -517,7 +517,7 @@ static void agent_converge(Agent *a, const SyncAnswer *ans, uint64_t request_id,
                 }
         }
         for (size_t i = 0; i < ans->n_ranks; i++) {
-                const DesiredRank *d = &ans->ranks[i];
+                const WireDesiredRank *d = &ans->ranks[i];
                 if (rank_table_find(a->ranks, d->key) || agent_tombstone_has(a, d->key))
                         continue;
                 agent_rank_start(a, d);
@@ -554,8 +554,11 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                                      curl_easy_strerror(result));
                 return;
         }
+        /* The controller's error code, when the answer is an error; it borrows body. */
+        WireError werr;
+        wire_error_parse(body, &werr);
+        const char *code = werr.code;
         if (status == 404 && kind == AGENT_REQUEST_SYNC) {
-                const char *code = agent_proto_error_code(body);
                 log_warning("Controller does not know this node (%s): registering again",
                             code ? code : "404");
                 json_decref(body);
@@ -566,7 +569,6 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 /* Another agent holds this node's lease (node_claimed), or the node was
                  * registered with another boot (boot_mismatch): register until the
                  * controller takes us, which it does once that lease has run out. */
-                const char *code = agent_proto_error_code(body);
                 agent_request_failed(a, now,
                                      "Controller refused node %s to this agent: HTTP 409 %s "
                                      "(another agent with another state directory holds it; "
@@ -577,7 +579,6 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 return;
         }
         if (status == 401 || status == 403) {
-                const char *code = agent_proto_error_code(body);
                 agent_request_failed(a, now,
                                      "Controller refused the agent's credentials: HTTP %ld %s "
                                      "(check --token-file; a token of role agent bound to "
@@ -588,7 +589,6 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 return;
         }
         if (status != 200) {
-                const char *code = agent_proto_error_code(body);
                 agent_request_failed(a, now, "Controller refused the request: HTTP %ld %s",
                                      status, code ? code : "");
                 json_decref(body);
@@ -596,13 +596,18 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
         }
 
         if (kind == AGENT_REQUEST_REGISTER) {
-                int r = agent_proto_parse_register(body, &a->lease_ms, &a->sync_period_ms);
+                WireRegisterAnswer ans;
+                int r = wire_register_answer_parse(body, &ans);
                 json_decref(body);
                 if (r < 0) {
                         agent_request_failed(a, now,
                                              "Controller sent a malformed answer to register");
                         return;
                 }
+                if (ans.lease_ms > 0)
+                        a->lease_ms = ans.lease_ms;
+                if (ans.sync_period_ms > 0)
+                        a->sync_period_ms = ans.sync_period_ms;
                 agent_contact_ok(a);
                 log_info("Registered as %s with %s (lease %" PRId64 " ms, sync period %" PRId64
                          " ms)",
@@ -613,8 +618,8 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 return;
         }
 
-        SyncAnswer ans;
-        if (agent_proto_parse_sync(body, &ans) < 0) {
+        WireSyncAnswer ans;
+        if (wire_sync_answer_parse(body, &ans) < 0) {
                 agent_request_failed(a, now, "Controller sent a malformed answer to sync");
                 return;
         }
@@ -626,7 +631,7 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                           ans.n_ranks);
         a->version = ans.version;
         agent_converge(a, &ans, id, now);
-        agent_sync_answer_clear(&ans);
+        wire_sync_answer_clear(&ans);
 }
 
 static void agent_http_process(Agent *a, int64_t now) {

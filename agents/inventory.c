@@ -65,7 +65,7 @@ void agent_inventory_deinit(AgentInventory *inv) {
         *inv = (AgentInventory){ 0 };
 }
 
-json_t *agent_inventory_to_json(const AgentInventory *inv) {
+json_t *agent_inventory_accelerators(const AgentInventory *inv) {
         json_t *accels = json_array();
         for (size_t i = 0; i < inv->n_devs; i++) {
                 const AccelDevice *d = &inv->devs[i];
@@ -82,9 +82,7 @@ json_t *agent_inventory_to_json(const AgentInventory *inv) {
                         json_object_set_new(o, "cores", json_integer(d->cores));
                 json_array_append_new(accels, o);
         }
-        return json_pack("{s:i, s:I, s:i, s:o}", "cpus", (json_int_t) inv->cpus, "memory_mb",
-                         (json_int_t) inv->memory_mb, "numa_nodes",
-                         (json_int_t) inv->numa_nodes, "accelerators", accels);
+        return accels;
 }
 
 const AccelDevice *agent_inventory_device(const AgentInventory *inv, int64_t i) {

@@ -28,8 +28,8 @@ typedef struct AgentInventory {
 int agent_inventory_load(AgentInventory *inv, const char *topology_xml, const AccelConfig *cfg);
 void agent_inventory_deinit(AgentInventory *inv);
 
-/* The "inventory" object of the register message (docs/PROTOCOL.md). */
-json_t *agent_inventory_to_json(const AgentInventory *inv);
+/* The "inventory.accelerators" list of the register message (docs/PROTOCOL.md). */
+json_t *agent_inventory_accelerators(const AgentInventory *inv);
 
 /* Device at inventory index i, or NULL when out of range. */
 const AccelDevice *agent_inventory_device(const AgentInventory *inv, int64_t i);

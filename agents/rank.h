@@ -16,12 +16,10 @@
 
 #include "progress.h"
 #include "shim.h"
+#include "wire.h"
 
-typedef struct RankKey {
-        int64_t job;
-        int64_t attempt;
-        int64_t rank;
-} RankKey;
+/* A rank is named as the controller names it in the protocol. */
+typedef WireRankKey RankKey;
 
 typedef enum AgentRankState {
         AGENT_RANK_RUNNING,

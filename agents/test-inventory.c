@@ -11,7 +11,17 @@
 #include <unistd.h>
 
 #include "inventory.h"
+#include "protocol.h"
 #include "test-util.h"
+
+/* The inventory object of the register message built from inv. */
+static json_t *inventory_json(const AgentInventory *inv) {
+        static const AgentIdentity id = { .boot_id = "b", .agent_id = "a" };
+        json_t *body = agent_proto_register_body("n1", "h", "127.0.0.1:1", &id, NULL, inv);
+        json_t *j = json_incref(json_object_get(body, "inventory"));
+        json_decref(body);
+        return j;
+}
 
 static void test_power8(const char *xml) {
         _cleanup_free_ char *root = test_tmpdir();
@@ -25,7 +35,7 @@ static void test_power8(const char *xml) {
         for (size_t i = 0; i < inv.n_devs; i++)
                 CHECK(inv.devs[i].index == (int) i);
 
-        json_t *j = agent_inventory_to_json(&inv);
+        json_t *j = inventory_json(&inv);
         CHECK(json_integer_value(json_object_get(j, "cpus")) == 16);
         CHECK(json_integer_value(json_object_get(j, "numa_nodes")) == 2);
         CHECK(json_integer_value(json_object_get(j, "memory_mb")) == 130660);
@@ -52,7 +62,7 @@ static void test_h100(const char *xml) {
                 if (i > 0)
                         CHECK(strcmp(inv.devs[i - 1].pci_bus_id, inv.devs[i].pci_bus_id) < 0);
         }
-        json_t *j = agent_inventory_to_json(&inv);
+        json_t *j = inventory_json(&inv);
         json_t *a = json_array_get(json_object_get(j, "accelerators"), 7);
         CHECK(json_integer_value(json_object_get(a, "index")) == 7);
         CHECK(strcmp(json_string_value(json_object_get(a, "pci_bus_id")), inv.devs[7].pci_bus_id) ==

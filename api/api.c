@@ -495,10 +495,11 @@ static void handle_register(Api *api, Request *req) {
                 request_set_ctl_error(req, &err);
         else
                 request_set_answer(req, 200,
-                                   json_pack("{s:s,s:I,s:I}", "node", node->name, "lease_ms",
-                                             (json_int_t) ctl_config(api->ctl)->lease_ms,
-                                             "sync_period_ms",
-                                             (json_int_t) ctl_config(api->ctl)->sync_period_ms));
+                                   wire_register_answer_encode(&(WireRegisterAnswer){
+                                           .node = node->name,
+                                           .lease_ms = ctl_config(api->ctl)->lease_ms,
+                                           .sync_period_ms = ctl_config(api->ctl)->sync_period_ms,
+                                   }));
         json_decref(j);
 }
 

@@ -8,6 +8,7 @@
 #include "health.h"
 #include "scheduler.h"
 #include "util.h"
+#include "wire.h"
 
 json_t *view_time(int64_t wall_ms) {
         char buf[40];
@@ -118,7 +119,8 @@ json_t *view_event(const StoreEvent *e) {
 
 typedef struct DesiredCtx {
         Controller *ctl;
-        json_t *ranks;
+        WireSyncAnswer answer;
+        size_t size;
 } DesiredCtx;
 
 static void add_desired(void *userdata, Job *job, Rank *rank) {
@@ -130,25 +132,34 @@ static void add_desired(void *userdata, Job *job, Rank *rank) {
         json_t *devices = json_array();
         for (int i = 0; i < rank->n_devices; i++)
                 json_array_append_new(devices, json_integer(rank->devices[i]));
-        json_t *r = json_pack("{s:I,s:i,s:i,s:o,s:o,s:s,s:o,s:i}", "job", (json_int_t) job->id,
-                              "attempt", rank->attempt, "rank", rank->rank, "argv", argv, "env",
-                              ctl_rank_env(c->ctl, job, rank), "user", spec->user, "devices",
-                              devices, "hang_timeout_s", spec->hang_timeout_s);
-        json_object_set_new(r, "workdir", spec->workdir ? json_string(spec->workdir) : json_null());
-        json_object_set_new(r, "accelerator",
-                            spec->accelerator ? json_string(spec->accelerator) : json_null());
-        json_object_set_new(r, "checkpoint_dir", spec->checkpoint_dir
-                                                         ? json_string(spec->checkpoint_dir)
-                                                         : json_null());
-        json_array_append_new(c->ranks, r);
+        GROW(c->answer.ranks, c->answer.n_ranks, c->size);
+        c->answer.ranks[c->answer.n_ranks++] = (WireDesiredRank){
+                .key = {job->id, rank->attempt, rank->rank},
+                .argv = argv,
+                .env = ctl_rank_env(c->ctl, job, rank),
+                .workdir = spec->workdir,
+                .user = spec->user,
+                .devices = devices,
+                .accelerator = spec->accelerator,
+                .checkpoint_dir = spec->checkpoint_dir,
+                .hang_timeout_s = spec->hang_timeout_s,
+        };
 }
 
 json_t *view_desired(Controller *ctl, Node *node) {
-        DesiredCtx c = {.ctl = ctl, .ranks = json_array()};
+        DesiredCtx c = {.ctl = ctl,
+                        .answer = {.version = (int64_t) node->version,
+                                   .lease_ms = ctl_config(ctl)->lease_ms,
+                                   .sync_period_ms = ctl_config(ctl)->sync_period_ms}};
         ctl_node_desired_foreach(ctl, node, add_desired, &c);
-        return json_pack("{s:I,s:I,s:I,s:o}", "version", (json_int_t) node->version, "lease_ms",
-                         (json_int_t) ctl_config(ctl)->lease_ms, "sync_period_ms",
-                         (json_int_t) ctl_config(ctl)->sync_period_ms, "ranks", c.ranks);
+        json_t *j = wire_sync_answer_encode(&c.answer);
+        for (size_t i = 0; i < c.answer.n_ranks; i++) {
+                json_decref(c.answer.ranks[i].argv);
+                json_decref(c.answer.ranks[i].env);
+                json_decref(c.answer.ranks[i].devices);
+        }
+        free(c.answer.ranks);
+        return j;
 }
 
 json_t *view_quotas(Controller *ctl) {

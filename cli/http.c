@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "token.h"
+#include "wire.h"
 
 /* A slow controller is a problem, but a hung axctl in CI is a worse one. */
 #define CLI_API_TIMEOUT_MS 30000
@@ -198,10 +199,9 @@ int cli_exit_for_status(long status) {
 
 char *cli_api_error_message(long status, const char *body) {
         _cleanup_json_ json_t *root = body ? json_loads(body, JSON_DECODE_ANY, NULL) : NULL;
-        json_t *e = json_is_object(root) ? json_object_get(root, "error") : NULL;
-        const char *code = json_string_value(json_object_get(e, "code"));
-        const char *message = json_string_value(json_object_get(e, "message"));
-        const char *field = json_string_value(json_object_get(e, "field"));
+        WireError e;
+        wire_error_parse(root, &e);
+        const char *code = e.code, *message = e.message, *field = e.field;
 
         if (!code && !message) {
                 /* Not the API's error shape: a proxy, an agent, or another server. */
@@ -226,10 +226,10 @@ char *cli_api_error_message(long status, const char *body) {
 
 char *cli_api_error_reason(long status, const char *body) {
         _cleanup_json_ json_t *root = body ? json_loads(body, JSON_DECODE_ANY, NULL) : NULL;
-        json_t *e = json_is_object(root) ? json_object_get(root, "error") : NULL;
-        const char *message = json_string_value(json_object_get(e, "message"));
-        if (message && *message)
-                return xstrdup(message);
+        WireError e;
+        wire_error_parse(root, &e);
+        if (e.message && *e.message)
+                return xstrdup(e.message);
         return xasprintf("HTTP %ld", status);
 }
 

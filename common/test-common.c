@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of common/: spec validation, wire decoding, the string map, utilities. */
+/* Unit tests of common/: spec validation, the string map, utilities (the agent protocol's
+ * codecs: test-wire.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,7 +9,6 @@
 #include "spec.h"
 #include "strmap.h"
 #include "util.h"
-#include "wire.h"
 
 /* Parses text as a spec and returns the field of the error, or "" on success. */
 static const char *spec_field(const char *text) {
@@ -76,30 +76,6 @@ static void test_spec_defaults(void) {
         spec_free(again);
 }
 
-static void test_wire(void) {
-        json_error_t jerr;
-        json_t *j = json_loads("{\"node\":\"n1\",\"ranks\":[{\"job\":1,\"attempt\":1,\"rank\":0,"
-                               "\"state\":\"exited\",\"exit_code\":3}],\"checkpoints\":[],"
-                               "\"health\":{\"healthy\":false,\"reason\":\"ecc\"}}",
-                               0, &jerr);
-        WireSync s;
-        JsonError err;
-        CHECK_INT(wire_sync_parse(j, &s, &err), 0);
-        CHECK_INT(s.n_ranks, 1);
-        CHECK(s.ranks[0].exited);
-        CHECK_INT(s.ranks[0].exit_code, 3);
-        CHECK(!s.healthy);
-        CHECK_STR(s.health_reason, "ecc");
-        wire_sync_clear(&s);
-        json_decref(j);
-        j = json_loads("{\"node\":\"n1\",\"ranks\":[{\"job\":1,\"attempt\":1,\"rank\":0,"
-                       "\"state\":\"exited\"}]}",
-                       0, &jerr);
-        CHECK(wire_sync_parse(j, &s, &err) < 0);
-        CHECK_STR(err.field, "ranks[].exit_code");
-        json_decref(j);
-}
-
 static void test_strmap(void) {
         StrMap *m = strmap_new();
         char key[32];
@@ -147,7 +123,6 @@ int main(void) {
         test_checkpoint_names();
         test_spec_errors();
         test_spec_defaults();
-        test_wire();
         test_strmap();
         test_util();
         printf("common: ok\n");

@@ -1,31 +1,77 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Typed forms of the agent protocol messages (docs/PROTOCOL.md), decoded strictly from
- * JSON so the controller core never touches raw input. A decoding failure names the
- * field, like spec parsing does.
+ * The agent protocol (docs/PROTOCOL.md "Agent protocol"): one typed struct per message
+ * and, per message, one encoder and one decoder side by side in one file, so the agent,
+ * the controller, the CLI and the tests all read and write the same JSON:
+ *
+ *   register request and answer   wire-register.c
+ *   sync request                  wire-sync.c
+ *   sync answer (desired ranks)   wire-sync-answer.c
+ *   error body                    wire-error.c (decoder; api/api.c writes it)
+ *
+ * Encoders build a new JSON value and only take references to the struct's JSON members.
+ * Decoders borrow strings and JSON from the input, which must outlive the struct. The
+ * controller decodes the agent's messages strictly: a failure names the field, like
+ * spec parsing does. The agent decodes answers leniently where that is safe (see the
+ * sync answer below).
  */
 #pragma once
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "jsonutil.h"
 
+/* Ranks in one sync or its answer: more than any node can run. */
 #define WIRE_MAX_RANKS 4096
 #define WIRE_MAX_CHECKPOINTS 4096
 #define WIRE_MAX_REASON 4096
 
+/*
+ * Limits on one desired rank. The controller's answers are input like any other: a
+ * compromised or buggy controller must not be able to exhaust the agent's memory or hand
+ * a rank a path it did not mean. Per rank: argv entries, env entries, devices, bytes of
+ * one string, and all of argv and env together (Linux refuses an exec over about 2 MiB).
+ */
+#define WIRE_MAX_ARGS 4096
+#define WIRE_MAX_ENV 4096
+#define WIRE_MAX_DEVICES 1024
+#define WIRE_MAX_STRING (128 * 1024)
+#define WIRE_MAX_EXEC_BYTES (1024 * 1024)
+#define WIRE_MAX_PATH 4096
+#define WIRE_MAX_NAME 256
+#define WIRE_MAX_HANG_TIMEOUT_S (366LL * 24 * 3600)
+
+/* ---- POST /v1/agent/register ---- */
+
 typedef struct WireRegister {
-        const char *node, *hostname, *address, *boot_id; /* borrowed from the JSON */
+        const char *node, *hostname, *address, *boot_id;
         const char *agent_id; /* the agent instance's state-directory identity; may be NULL */
-        json_t *labels; /* borrowed, object of strings; NULL when the agent sent none */
-        json_t *inventory; /* borrowed object */
+        json_t *labels; /* object of strings; NULL when the agent sent none */
+        json_t *inventory; /* decoded only: the whole inventory object, as received */
         int cpus;
         int64_t memory_mb;
         int numa_nodes;
-        json_t *accelerators; /* borrowed array */
+        json_t *accelerators; /* array of device objects with a kind */
 } WireRegister;
+
+json_t *wire_register_encode(const WireRegister *r);
+int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err);
+
+typedef struct WireRegisterAnswer {
+        const char *node;
+        int64_t lease_ms; /* 0 when absent */
+        int64_t sync_period_ms; /* 0 when absent */
+} WireRegisterAnswer;
+
+json_t *wire_register_answer_encode(const WireRegisterAnswer *a);
+/* Missing or non-positive periods read as 0 (the agent keeps its own); -EBADMSG when
+ * json is not an object. */
+int wire_register_answer_parse(json_t *json, WireRegisterAnswer *ret);
+
+/* ---- POST /v1/agent/sync: the request ---- */
 
 typedef struct WireRankReport {
         int64_t job;
@@ -44,7 +90,7 @@ typedef struct WireCheckpoint {
         int64_t job;
         int attempt;
         int64_t step;
-        const char *path; /* borrowed */
+        const char *path;
 } WireCheckpoint;
 
 typedef struct WireSync {
@@ -54,10 +100,65 @@ typedef struct WireSync {
         WireCheckpoint *checkpoints;
         int n_checkpoints;
         bool healthy;
-        const char *health_reason; /* borrowed, "" when healthy */
+        const char *health_reason; /* "" when healthy; NULL encodes as "" */
 } WireSync;
 
-int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err);
+json_t *wire_sync_encode(const WireSync *s);
 /* Fills ret; arrays are malloc'd: release with wire_sync_clear(). */
 int wire_sync_parse(json_t *json, WireSync *ret, JsonError *err);
 void wire_sync_clear(WireSync *sync);
+
+/* ---- POST /v1/agent/sync: the answer ---- */
+
+/* How the controller names a rank (the agent's RankKey). */
+typedef struct WireRankKey {
+        int64_t job;
+        int64_t attempt;
+        int64_t rank;
+} WireRankKey;
+
+/* One rank the controller wants on the node. */
+typedef struct WireDesiredRank {
+        WireRankKey key;
+        json_t *argv; /* array of strings */
+        json_t *env; /* object of strings, may be NULL */
+        const char *workdir; /* may be NULL */
+        const char *user; /* may be NULL */
+        json_t *devices; /* array of inventory indices, may be NULL */
+        const char *accelerator; /* may be NULL */
+        const char *checkpoint_dir; /* may be NULL */
+        int64_t hang_timeout_s;
+        char *error; /* decoded only, malloc'd: why the entry cannot be started as given */
+} WireDesiredRank;
+
+typedef struct WireSyncAnswer {
+        json_t *json; /* decoded only: owns what the ranks borrow */
+        int64_t version;
+        int64_t lease_ms; /* 0 when absent */
+        int64_t sync_period_ms; /* 0 when absent */
+        WireDesiredRank *ranks;
+        size_t n_ranks;
+} WireSyncAnswer;
+
+json_t *wire_sync_answer_encode(const WireSyncAnswer *a);
+/*
+ * Decodes a sync answer, taking over the reference to json. -EBADMSG when the answer is
+ * not a sync answer or lists more than WIRE_MAX_RANKS ranks (the agent keeps its state
+ * and, without a good answer, fences itself at the end of its lease). A desired rank
+ * whose key cannot be read is dropped; one whose other fields are wrong or over a limit
+ * is still recognised by its key (so it is neither killed nor started twice) and carries
+ * an error that becomes its launch failure.
+ */
+int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret);
+void wire_sync_answer_clear(WireSyncAnswer *a);
+/* The desired rank named key, NULL when not listed. */
+const WireDesiredRank *wire_sync_answer_find(const WireSyncAnswer *a, WireRankKey key);
+
+/* ---- Error answers: {"error":{"code","message","field"}} ---- */
+
+typedef struct WireError {
+        const char *code, *message, *field; /* NULL when absent or not strings */
+} WireError;
+
+/* Any JSON (NULL included) decodes; a body of another shape gives all NULL. */
+void wire_error_parse(json_t *json, WireError *ret);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target: the controller's decoders of agent messages (common/wire.c). Every input
+ * Fuzz target: the controller's decoders of agent messages (common/wire-*.c). Every input
  * goes through both wire_register_parse and wire_sync_parse, as the API would read a
  * register or sync body, because a hostile agent chooses which one it sends. Decoded
  * records must stay within the documented bounds the controller core relies on.

@@ -1,70 +1,46 @@
 /* SPDX-License-Identifier: MIT */
-/* Strict decoding of agent register and sync messages; see wire.h. */
+/* The sync request: encoder and strict decoder of rank reports, checkpoints and health;
+ * see wire.h. */
 #include "wire.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "util.h"
 
-int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
-        static const char *const keys[] = {"node",   "hostname",  "address",  "boot_id",
-                                           "agent_id", "labels", "inventory", NULL};
-        static const char *const inv_keys[] = {"cpus", "memory_mb", "numa_nodes",
-                                               "accelerators", NULL};
-        WireRegister r = {0};
-        int k;
-        if (!json_is_object(json))
-                return json_error_set(err, "", "must be a JSON object");
-        if ((k = json_check_keys(json, "", keys, err)) < 0 ||
-            (k = json_get_string(json, "node", "node", true, 128, &r.node, err)) < 0 ||
-            (k = json_get_string(json, "hostname", "hostname", false, 256, &r.hostname, err)) < 0 ||
-            (k = json_get_string(json, "address", "address", false, 300, &r.address, err)) < 0 ||
-            (k = json_get_string(json, "boot_id", "boot_id", false, 128, &r.boot_id, err)) < 0 ||
-            (k = json_get_string(json, "agent_id", "agent_id", false, 128, &r.agent_id, err)) < 0 ||
-            (k = json_get_string_map(json, "labels", "labels", 64, 256, &r.labels, err)) < 0)
-                return k;
-        for (const char *p = r.node; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
-                        return json_error_set(err, "node",
-                                              "may only contain letters, digits, '-', '_', '.'");
-        json_t *inv = json_object_get(json, "inventory");
-        if (!json_is_object(inv))
-                return json_error_set(err, "inventory", "must be an object");
-        if ((k = json_check_keys(inv, "inventory.", inv_keys, err)) < 0)
-                return k;
-        int64_t v = 0;
-        if ((k = json_get_int(inv, "cpus", "inventory.cpus", true, 0, 1 << 20, &v, err)) < 0)
-                return k;
-        r.cpus = (int) v;
-        v = 0;
-        if ((k = json_get_int(inv, "memory_mb", "inventory.memory_mb", false, 0, INT64_C(1) << 40,
-                              &v, err)) < 0)
-                return k;
-        r.memory_mb = v;
-        v = 0;
-        if ((k = json_get_int(inv, "numa_nodes", "inventory.numa_nodes", false, 0, 4096, &v,
-                              err)) < 0)
-                return k;
-        r.numa_nodes = (int) v;
-        json_t *acc = json_object_get(inv, "accelerators");
-        if (acc && !json_is_array(acc))
-                return json_error_set(err, "inventory.accelerators", "must be a list");
-        if (acc && json_array_size(acc) > 1024)
-                return json_error_set(err, "inventory.accelerators", "too many devices");
-        size_t i;
-        json_t *a;
-        json_array_foreach(acc, i, a) {
-                if (!json_is_object(a) || !json_is_string(json_object_get(a, "kind")))
-                        return json_error_set(err, "inventory.accelerators",
-                                              "entries must be objects with a kind");
+static json_t *int_or_null(int64_t v, int64_t none) {
+        return v == none ? json_null() : json_integer(v);
+}
+
+/* Unknown values are null; hung and start_failed appear only when true. */
+static json_t *encode_rank(const WireRankReport *r) {
+        json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "job",
+                              (json_int_t) r->job, "attempt", r->attempt, "rank", r->rank,
+                              "state", r->exited ? "exited" : "running", "pid",
+                              int_or_null(r->pid, 0), "exit_code", int_or_null(r->exit_code, -1),
+                              "signal", int_or_null(r->signal, 0), "step",
+                              int_or_null(r->step, -1));
+        if (r->hung)
+                json_object_set_new(o, "hung", json_true());
+        if (r->start_failed)
+                json_object_set_new(o, "start_failed", json_true());
+        return o;
+}
+
+json_t *wire_sync_encode(const WireSync *s) {
+        json_t *ranks = json_array(), *ckpts = json_array();
+        for (int i = 0; i < s->n_ranks; i++)
+                json_array_append_new(ranks, encode_rank(&s->ranks[i]));
+        for (int i = 0; i < s->n_checkpoints; i++) {
+                const WireCheckpoint *c = &s->checkpoints[i];
+                json_array_append_new(ckpts, json_pack("{s:I, s:i, s:I, s:s}", "job",
+                                                       (json_int_t) c->job, "attempt",
+                                                       c->attempt, "step", (json_int_t) c->step,
+                                                       "path", c->path));
         }
-        r.inventory = inv;
-        r.accelerators = acc;
-        *ret = r;
-        return 0;
+        return json_pack("{s:s, s:s*, s:s*, s:o, s:o, s:{s:b, s:s}}", "node", s->node, "boot_id",
+                         s->boot_id, "agent_id", s->agent_id, "ranks", ranks, "checkpoints",
+                         ckpts, "health", "healthy", s->healthy, "reason",
+                         s->health_reason ? s->health_reason : "");
 }
 
 static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {

@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent protocol's codecs (common/wire-*.c): per message, encode then decode gives
+ * the same message, the JSON is the exact bytes docs/PROTOCOL.md shows, and the decoders
+ * refuse bad input naming the field (controller side) or the entry (agent side).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../tests/unit/check.h"
+#include "util.h"
+#include "wire.h"
+
+static json_t *load(const char *text) {
+        json_error_t e;
+        /* The agent's own reader refuses \u0000; the decoders must not rely on that. */
+        json_t *j = json_loads(text, JSON_ALLOW_NUL, &e);
+        if (!j)
+                fprintf(stderr, "bad test JSON: %s\n", e.text);
+        CHECK(j);
+        return j;
+}
+
+static void check_dump(json_t *j, const char *want) {
+        char *got = json_dumps(j, JSON_COMPACT);
+        CHECK_STR(got, want);
+        free(got);
+}
+
+/* ---- register ---- */
+
+/* The field a register body fails on, "(ok)" when it decodes. */
+static const char *register_error(const char *text) {
+        static JsonError err;
+        json_t *j = load(text);
+        WireRegister r;
+        memset(&err, 0, sizeof(err));
+        int k = wire_register_parse(j, &r, &err);
+        json_decref(j);
+        return k < 0 ? err.field : "(ok)";
+}
+
+static void test_register(void) {
+        json_t *labels = json_pack("{s:s}", "zone", "a");
+        json_t *accs = json_pack("[{s:s,s:i}]", "kind", "nvidia-h100", "index", 0);
+        WireRegister in = {.node = "n1", .hostname = "host", .address = "127.0.0.1:4000",
+                           .boot_id = "boot", .agent_id = "a1", .labels = labels, .cpus = 8,
+                           .memory_mb = 16000, .numa_nodes = 2, .accelerators = accs};
+        json_t *j = wire_register_encode(&in);
+        check_dump(j, "{\"node\":\"n1\",\"hostname\":\"host\",\"address\":\"127.0.0.1:4000\","
+                      "\"boot_id\":\"boot\",\"agent_id\":\"a1\",\"labels\":{\"zone\":\"a\"},"
+                      "\"inventory\":{\"cpus\":8,\"memory_mb\":16000,\"numa_nodes\":2,"
+                      "\"accelerators\":[{\"kind\":\"nvidia-h100\",\"index\":0}]}}");
+        WireRegister out;
+        JsonError err;
+        CHECK_INT(wire_register_parse(j, &out, &err), 0);
+        CHECK_STR(out.node, "n1");
+        CHECK_STR(out.hostname, "host");
+        CHECK_STR(out.address, "127.0.0.1:4000");
+        CHECK_STR(out.boot_id, "boot");
+        CHECK_STR(out.agent_id, "a1");
+        CHECK(json_equal(out.labels, labels) && json_equal(out.accelerators, accs));
+        CHECK(out.inventory == json_object_get(j, "inventory"));
+        CHECK(out.cpus == 8 && out.memory_mb == 16000 && out.numa_nodes == 2);
+        json_t *again = wire_register_encode(&out);
+        CHECK(json_equal(again, j));
+        json_decref(again);
+        json_decref(j);
+        json_decref(labels);
+        json_decref(accs);
+
+        /* Absent optional members stay absent both ways. */
+        j = wire_register_encode(&(WireRegister){.node = "n2"});
+        check_dump(j, "{\"node\":\"n2\",\"inventory\":{\"cpus\":0,\"memory_mb\":0,"
+                      "\"numa_nodes\":0}}");
+        CHECK_INT(wire_register_parse(j, &out, &err), 0);
+        CHECK(!out.hostname && !out.agent_id && !out.labels && !out.accelerators);
+        json_decref(j);
+
+        const char *inv = "\"inventory\":{\"cpus\":1}";
+        char *t;
+        CHECK_STR(register_error("[]"), "");
+        CHECK_STR(register_error("{\"node\":\"n\",\"inventory\":{\"cpus\":1}}"), "(ok)");
+        CHECK_STR(register_error("{\"inventory\":{\"cpus\":1}}"), "node");
+        CHECK_STR(register_error("{\"node\":\"a b\",\"inventory\":{\"cpus\":1}}"), "node");
+        CHECK_STR(register_error("{\"node\":7,\"inventory\":{\"cpus\":1}}"), "node");
+        CHECK_STR(register_error("{\"node\":\"n\"}"), "inventory");
+        CHECK_STR(register_error("{\"node\":\"n\",\"inventory\":{}}"), "inventory.cpus");
+        CHECK_STR(register_error("{\"node\":\"n\",\"inventory\":{\"cpus\":\"8\"}}"),
+                  "inventory.cpus");
+        CHECK_STR(register_error("{\"node\":\"n\",\"inventory\":{\"cpus\":1,\"gpus\":1}}"),
+                  "inventory.gpus");
+        CHECK_STR(register_error("{\"node\":\"n\",\"inventory\":{\"cpus\":1,"
+                                 "\"accelerators\":{}}}"),
+                  "inventory.accelerators");
+        CHECK_STR(register_error("{\"node\":\"n\",\"inventory\":{\"cpus\":1,"
+                                 "\"accelerators\":[{\"index\":0}]}}"),
+                  "inventory.accelerators");
+        t = xasprintf("{\"node\":\"n\",\"colour\":\"red\",%s}", inv);
+        CHECK_STR(register_error(t), "colour");
+        free(t);
+        t = xasprintf("{\"node\":\"n\",\"labels\":{\"a\":1},%s}", inv);
+        CHECK_STR(register_error(t), "labels.a");
+        free(t);
+        json_t *many = json_array();
+        for (int i = 0; i <= 1024; i++)
+                json_array_append_new(many, json_pack("{s:s}", "kind", "x"));
+        j = json_pack("{s:s,s:{s:i,s:o}}", "node", "n", "inventory", "cpus", 1, "accelerators",
+                      many);
+        CHECK(wire_register_parse(j, &out, &err) < 0);
+        CHECK_STR(err.field, "inventory.accelerators");
+        json_decref(j);
+}
+
+static void test_register_answer(void) {
+        json_t *j = wire_register_answer_encode(
+                &(WireRegisterAnswer){.node = "n1", .lease_ms = 3000, .sync_period_ms = 500});
+        check_dump(j, "{\"node\":\"n1\",\"lease_ms\":3000,\"sync_period_ms\":500}");
+        WireRegisterAnswer a;
+        CHECK_INT(wire_register_answer_parse(j, &a), 0);
+        CHECK_STR(a.node, "n1");
+        CHECK(a.lease_ms == 3000 && a.sync_period_ms == 500);
+        json_decref(j);
+
+        /* Missing or nonsensical periods read as 0: the agent keeps its own. */
+        j = load("{\"node\":\"n1\",\"lease_ms\":-4,\"sync_period_ms\":\"5\"}");
+        CHECK_INT(wire_register_answer_parse(j, &a), 0);
+        CHECK(a.lease_ms == 0 && a.sync_period_ms == 0);
+        json_decref(j);
+        j = load("[]");
+        CHECK_INT(wire_register_answer_parse(j, &a), -EBADMSG);
+        json_decref(j);
+        CHECK_INT(wire_register_answer_parse(NULL, &a), -EBADMSG);
+}
+
+/* ---- sync request ---- */
+
+static const char *sync_error(const char *text) {
+        static JsonError err;
+        json_t *j = load(text);
+        WireSync s;
+        memset(&err, 0, sizeof(err));
+        int k = wire_sync_parse(j, &s, &err);
+        if (k == 0)
+                wire_sync_clear(&s);
+        json_decref(j);
+        return k < 0 ? err.field : "(ok)";
+}
+
+static void check_rank(const WireRankReport *a, const WireRankReport *b) {
+        CHECK(a->job == b->job && a->attempt == b->attempt && a->rank == b->rank);
+        CHECK(a->exited == b->exited && a->pid == b->pid && a->exit_code == b->exit_code);
+        CHECK(a->signal == b->signal && a->step == b->step && a->hung == b->hung);
+        CHECK(a->start_failed == b->start_failed);
+}
+
+static void test_sync(void) {
+        WireRankReport ranks[] = {
+                {.job = 7, .attempt = 1, .rank = 0, .pid = 4242, .exit_code = -1, .step = 41,
+                 .hung = true},
+                {.job = 7, .attempt = 1, .rank = 1, .exited = true, .exit_code = 127,
+                 .step = -1, .start_failed = true},
+                {.job = 8, .attempt = 2, .rank = 0, .exited = true, .exit_code = -1, .signal = 9,
+                 .step = 0},
+        };
+        WireCheckpoint ckpts[] = {{.job = 7, .attempt = 1, .step = 40, .path = "/ckpt/s40"}};
+        WireSync in = {.node = "n1", .boot_id = "b", .agent_id = "a1", .ranks = ranks,
+                       .n_ranks = 3, .checkpoints = ckpts, .n_checkpoints = 1,
+                       .healthy = false, .health_reason = "ecc"};
+        json_t *j = wire_sync_encode(&in);
+        check_dump(j, "{\"node\":\"n1\",\"boot_id\":\"b\",\"agent_id\":\"a1\",\"ranks\":["
+                      "{\"job\":7,\"attempt\":1,\"rank\":0,\"state\":\"running\",\"pid\":4242,"
+                      "\"exit_code\":null,\"signal\":null,\"step\":41,\"hung\":true},"
+                      "{\"job\":7,\"attempt\":1,\"rank\":1,\"state\":\"exited\",\"pid\":null,"
+                      "\"exit_code\":127,\"signal\":null,\"step\":null,\"start_failed\":true},"
+                      "{\"job\":8,\"attempt\":2,\"rank\":0,\"state\":\"exited\",\"pid\":null,"
+                      "\"exit_code\":null,\"signal\":9,\"step\":0}],"
+                      "\"checkpoints\":[{\"job\":7,\"attempt\":1,\"step\":40,"
+                      "\"path\":\"/ckpt/s40\"}],"
+                      "\"health\":{\"healthy\":false,\"reason\":\"ecc\"}}");
+        WireSync out;
+        JsonError err;
+        CHECK_INT(wire_sync_parse(j, &out, &err), 0);
+        CHECK_STR(out.node, "n1");
+        CHECK_STR(out.boot_id, "b");
+        CHECK_STR(out.agent_id, "a1");
+        CHECK_INT(out.n_ranks, 3);
+        for (int i = 0; i < 3; i++)
+                check_rank(&out.ranks[i], &ranks[i]);
+        CHECK_INT(out.n_checkpoints, 1);
+        CHECK(out.checkpoints[0].job == 7 && out.checkpoints[0].attempt == 1 &&
+              out.checkpoints[0].step == 40);
+        CHECK_STR(out.checkpoints[0].path, "/ckpt/s40");
+        CHECK(!out.healthy);
+        CHECK_STR(out.health_reason, "ecc");
+        json_t *again = wire_sync_encode(&out);
+        CHECK(json_equal(again, j));
+        json_decref(again);
+        wire_sync_clear(&out);
+        json_decref(j);
+
+        /* A healthy node without ranks; its reason is "" both ways. */
+        j = wire_sync_encode(&(WireSync){.node = "n1", .healthy = true});
+        check_dump(j, "{\"node\":\"n1\",\"ranks\":[],\"checkpoints\":[],"
+                      "\"health\":{\"healthy\":true,\"reason\":\"\"}}");
+        CHECK_INT(wire_sync_parse(j, &out, &err), 0);
+        CHECK(out.healthy && out.n_ranks == 0 && out.n_checkpoints == 0);
+        CHECK_STR(out.health_reason, "");
+        wire_sync_clear(&out);
+        json_decref(j);
+
+        j = load("{\"node\":\"n1\",\"ranks\":[{\"job\":1,\"attempt\":1,\"rank\":0,"
+                 "\"state\":\"exited\",\"exit_code\":3}],\"checkpoints\":[],"
+                 "\"health\":{\"healthy\":false,\"reason\":\"ecc\"}}");
+        CHECK_INT(wire_sync_parse(j, &out, &err), 0);
+        CHECK_INT(out.n_ranks, 1);
+        CHECK(out.ranks[0].exited);
+        CHECK_INT(out.ranks[0].exit_code, 3);
+        CHECK(!out.healthy);
+        CHECK_STR(out.health_reason, "ecc");
+        wire_sync_clear(&out);
+        json_decref(j);
+
+#define KEY "{\"node\":\"n1\",\"ranks\":[{\"job\":1,\"attempt\":1,\"rank\":0,"
+        static const char *const bad[][2] = {
+                {KEY "\"state\":\"exited\"}]}", "ranks[].exit_code"},
+                {KEY "\"state\":\"exited\",\"exit_code\":1,\"signal\":9}]}", "ranks[].signal"},
+                {KEY "\"state\":\"gone\"}]}", "ranks[].state"},
+                {KEY "\"pid\":1}]}", "ranks[].state"},
+                {KEY "\"state\":\"running\",\"pid\":\"1\"}]}", "ranks[].pid"},
+                {KEY "\"state\":\"running\",\"exit_code\":256}]}", "ranks[].exit_code"},
+                {KEY "\"state\":\"running\",\"step\":-2}]}", "ranks[].step"},
+                {KEY "\"state\":\"running\",\"hung\":1}]}", "ranks[].hung"},
+                {KEY "\"state\":\"running\",\"colour\":1}]}", "ranks[].colour"},
+                {"{\"node\":\"n1\",\"ranks\":[{\"attempt\":1,\"rank\":0,\"state\":\"running\"}]}",
+                 "ranks[].job"},
+                {"{\"node\":\"n1\",\"ranks\":[{\"job\":0,\"attempt\":1,\"rank\":0}]}",
+                 "ranks[].job"},
+                {"{\"node\":\"n1\",\"ranks\":[7]}", "ranks"},
+        };
+#undef KEY
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                CHECK_STR(sync_error(bad[i][0]), bad[i][1]);
+        CHECK_STR(sync_error("{\"ranks\":[]}"), "node");
+        CHECK_STR(sync_error("{\"node\":\"n1\",\"ranks\":{}}"), "ranks");
+        CHECK_STR(sync_error("{\"node\":\"n1\",\"checkpoints\":[{\"job\":1,\"attempt\":1,"
+                             "\"step\":3}]}"),
+                  "checkpoints[].path");
+        CHECK_STR(sync_error("{\"node\":\"n1\",\"checkpoints\":[{\"job\":1,\"attempt\":1,"
+                             "\"step\":\"3\",\"path\":\"/c\"}]}"),
+                  "checkpoints[].step");
+        CHECK_STR(sync_error("{\"node\":\"n1\",\"health\":[]}"), "health");
+        CHECK_STR(sync_error("{\"node\":\"n1\",\"health\":{\"healthy\":\"no\"}}"),
+                  "health.healthy");
+        CHECK_STR(sync_error("{\"node\":\"n1\",\"health\":{\"reason\":3}}"), "health.reason");
+
+        /* Over the limits. */
+        char *big = xmalloc(WIRE_MAX_REASON + 2);
+        memset(big, 'r', WIRE_MAX_REASON + 1);
+        big[WIRE_MAX_REASON + 1] = '\0';
+        j = json_pack("{s:s,s:{s:b,s:s}}", "node", "n1", "health", "healthy", 0, "reason", big);
+        CHECK(wire_sync_parse(j, &out, &err) < 0);
+        CHECK_STR(err.field, "health.reason");
+        json_decref(j);
+        free(big);
+        json_t *many = json_array(), *many_ckpts = json_array();
+        for (int i = 0; i <= WIRE_MAX_RANKS; i++)
+                json_array_append_new(many, json_pack("{s:i,s:i,s:i,s:s}", "job", 1, "attempt",
+                                                      1, "rank", i, "state", "running"));
+        for (int i = 0; i <= WIRE_MAX_CHECKPOINTS; i++)
+                json_array_append_new(many_ckpts, json_pack("{s:i,s:i,s:i,s:s}", "job", i + 1,
+                                                            "attempt", 1, "step", 1, "path",
+                                                            "/c"));
+        j = json_pack("{s:s,s:o}", "node", "n1", "ranks", many);
+        CHECK(wire_sync_parse(j, &out, &err) < 0);
+        CHECK_STR(err.field, "ranks");
+        json_decref(j);
+        j = json_pack("{s:s,s:o}", "node", "n1", "checkpoints", many_ckpts);
+        CHECK(wire_sync_parse(j, &out, &err) < 0);
+        CHECK_STR(err.field, "checkpoints");
+        json_decref(j);
+}
+
+/* ---- sync answer ---- */
+
+static void test_sync_answer_round_trip(void) {
+        json_t *argv = json_pack("[s,s]", "python3", "train.py");
+        json_t *env = json_pack("{s:s}", "AXCTL_JOB_ID", "7");
+        json_t *devices = json_pack("[i,i]", 0, 1);
+        json_t *one = json_pack("[s]", "x");
+        WireDesiredRank ranks[] = {
+                {.key = {7, 1, 0}, .argv = argv, .env = env, .workdir = "/srv/exp",
+                 .user = "alice", .devices = devices, .accelerator = "nvidia-h100",
+                 .checkpoint_dir = "/ckpt/x", .hang_timeout_s = 30},
+                {.key = {8, 2, 3}, .argv = one},
+        };
+        WireSyncAnswer in = {.version = 12, .lease_ms = 5000, .sync_period_ms = 1000,
+                             .ranks = ranks, .n_ranks = 2};
+        json_t *j = wire_sync_answer_encode(&in);
+        check_dump(j, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,\"ranks\":["
+                      "{\"job\":7,\"attempt\":1,\"rank\":0,\"argv\":[\"python3\",\"train.py\"],"
+                      "\"env\":{\"AXCTL_JOB_ID\":\"7\"},\"user\":\"alice\",\"devices\":[0,1],"
+                      "\"hang_timeout_s\":30,\"workdir\":\"/srv/exp\","
+                      "\"accelerator\":\"nvidia-h100\",\"checkpoint_dir\":\"/ckpt/x\"},"
+                      "{\"job\":8,\"attempt\":2,\"rank\":3,\"argv\":[\"x\"],\"env\":null,"
+                      "\"user\":null,\"devices\":null,\"hang_timeout_s\":0,\"workdir\":null,"
+                      "\"accelerator\":null,\"checkpoint_dir\":null}]}");
+        WireSyncAnswer out;
+        CHECK_INT(wire_sync_answer_parse(json_incref(j), &out), 0);
+        CHECK(out.version == 12 && out.lease_ms == 5000 && out.sync_period_ms == 1000);
+        CHECK_INT(out.n_ranks, 2);
+        for (size_t i = 0; i < 2; i++) {
+                const WireDesiredRank *a = &ranks[i], *b = &out.ranks[i];
+                CHECK(!b->error);
+                CHECK(a->key.job == b->key.job && a->key.attempt == b->key.attempt &&
+                      a->key.rank == b->key.rank);
+                CHECK(json_equal(a->argv, b->argv));
+                CHECK(a->env ? json_equal(a->env, b->env) : !b->env);
+                CHECK(a->devices ? json_equal(a->devices, b->devices) : !b->devices);
+                CHECK(a->workdir ? strcmp(a->workdir, b->workdir) == 0 : !b->workdir);
+                CHECK(a->user ? strcmp(a->user, b->user) == 0 : !b->user);
+                CHECK(a->accelerator ? strcmp(a->accelerator, b->accelerator) == 0
+                                     : !b->accelerator);
+                CHECK(a->checkpoint_dir ? strcmp(a->checkpoint_dir, b->checkpoint_dir) == 0
+                                        : !b->checkpoint_dir);
+                CHECK(a->hang_timeout_s == b->hang_timeout_s);
+        }
+        json_t *again = wire_sync_answer_encode(&out);
+        CHECK(json_equal(again, j));
+        json_decref(again);
+        wire_sync_answer_clear(&out);
+        json_decref(j);
+        json_decref(argv);
+        json_decref(env);
+        json_decref(devices);
+        json_decref(one);
+}
+
+static void test_parse_sync_answer(void) {
+        const char *text =
+                "{\"version\": 12, \"lease_ms\": 4000, \"ranks\": ["
+                " {\"job\": 7, \"attempt\": 1, \"rank\": 0, \"argv\": [\"python3\", \"t.py\"],"
+                "  \"env\": {\"AXCTL_JOB_ID\": \"7\"}, \"workdir\": \"/srv\", \"user\": \"alice\","
+                "  \"devices\": [0, 1], \"accelerator\": \"nvidia-h100\","
+                "  \"checkpoint_dir\": \"/ckpt/x\", \"hang_timeout_s\": 30},"
+                " {\"job\": 7, \"attempt\": 1, \"rank\": 1, \"argv\": [], \"workdir\": null},"
+                " {\"attempt\": 1, \"rank\": 2, \"argv\": [\"x\"]},"
+                " {\"job\": 8, \"attempt\": 3, \"rank\": 0, \"argv\": [\"x\"], \"user\": 5}"
+                "]}";
+        WireSyncAnswer a;
+        CHECK(wire_sync_answer_parse(json_loads(text, 0, NULL), &a) == 0);
+        CHECK(a.version == 12 && a.lease_ms == 4000 && a.sync_period_ms == 0);
+        CHECK(a.n_ranks == 3);
+        const WireDesiredRank *d = wire_sync_answer_find(&a, (WireRankKey){7, 1, 0});
+        CHECK(d && !d->error);
+        CHECK(json_array_size(d->argv) == 2 && strcmp(d->workdir, "/srv") == 0);
+        CHECK(strcmp(d->user, "alice") == 0 && strcmp(d->accelerator, "nvidia-h100") == 0);
+        CHECK(strcmp(d->checkpoint_dir, "/ckpt/x") == 0 && d->hang_timeout_s == 30);
+        CHECK(json_array_size(d->devices) == 2);
+        d = wire_sync_answer_find(&a, (WireRankKey){7, 1, 1});
+        CHECK(d && d->error && strstr(d->error, "argv"));
+        CHECK(!d->workdir);
+        d = wire_sync_answer_find(&a, (WireRankKey){8, 3, 0});
+        CHECK(d && d->error && strstr(d->error, "user"));
+        CHECK(!wire_sync_answer_find(&a, (WireRankKey){7, 2, 0}));
+        wire_sync_answer_clear(&a);
+
+        CHECK(wire_sync_answer_parse(json_loads("{\"ranks\": []}", 0, NULL), &a) < 0);
+        CHECK(wire_sync_answer_parse(json_loads("{\"version\": 1}", 0, NULL), &a) < 0);
+        CHECK(wire_sync_answer_parse(json_loads("{\"version\": \"1\", \"ranks\": []}", 0, NULL),
+                                     &a) < 0);
+        CHECK(wire_sync_answer_parse(json_loads("[]", 0, NULL), &a) < 0);
+        CHECK(wire_sync_answer_parse(NULL, &a) < 0);
+}
+
+/* The error of the single desired rank of an answer built from one entry's JSON. */
+static char *entry_error(const char *entry) {
+        char *text = xasprintf("{\"version\": 1, \"ranks\": [%s]}", entry);
+        json_t *json = load(text);
+        free(text);
+        WireSyncAnswer a;
+        CHECK(wire_sync_answer_parse(json, &a) == 0);
+        CHECK(a.n_ranks == 1);
+        char *error = a.ranks[0].error ? xstrdup(a.ranks[0].error) : NULL;
+        wire_sync_answer_clear(&a);
+        return error;
+}
+
+static void expect_entry_error(const char *entry, const char *needle) {
+        char *error = entry_error(entry);
+        if (!error || !strstr(error, needle))
+                fprintf(stderr, "entry %.200s: error '%s', want '%s'\n", entry,
+                        error ? error : "(none)", needle);
+        CHECK(error && strstr(error, needle));
+        free(error);
+}
+
+static void test_hostile_answers(void) {
+        static const char *const bad[][2] = {
+                {"\"workdir\": \"srv\"", "workdir must be an absolute path"},
+                {"\"checkpoint_dir\": \"../x\"", "checkpoint_dir must be an absolute path"},
+                {"\"workdir\": \"/srv\\u0000/x\"", "contains a NUL byte"},
+                {"\"env\": {\"A=B\": \"1\"}", "invalid variable name"},
+                {"\"env\": {\"A\": 1}", "env variable A"},
+                {"\"env\": []", "env is not an object"},
+                {"\"devices\": 3", "devices must be a list"},
+                {"\"user\": 5", "user is not a string"},
+                {"\"accelerator\": []", "accelerator is not a string"},
+        };
+        const char *key = "\"job\": 1, \"attempt\": 1, \"rank\": 0";
+        char *e = xasprintf("{%s, \"argv\": [\"x\"], \"workdir\": \"/srv\","
+                            " \"hang_timeout_s\": -5}", key);
+        char *error = entry_error(e);
+        CHECK(!error);
+        free(e);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                e = xasprintf("{%s, \"argv\": [\"x\"], %s}", key, bad[i][0]);
+                expect_entry_error(e, bad[i][1]);
+                free(e);
+        }
+        e = xasprintf("{%s, \"argv\": [\"a\\u0000b\"]}", key);
+        expect_entry_error(e, "argv[0] is longer than");
+        free(e);
+        e = xasprintf("{%s, \"argv\": [1]}", key);
+        expect_entry_error(e, "argv must be a non-empty list of strings");
+        free(e);
+        e = xasprintf("{%s}", key);
+        expect_entry_error(e, "argv must be a non-empty list of strings");
+        free(e);
+
+        /* One huge argument, then many that add up past the exec limit. */
+        size_t big = WIRE_MAX_STRING + 1;
+        char *huge = xmalloc(big + 1);
+        memset(huge, 'a', big);
+        huge[big] = '\0';
+        e = xasprintf("{%s, \"argv\": [\"%s\"]}", key, huge);
+        expect_entry_error(e, "argv[0] is longer than");
+        free(e);
+        huge[WIRE_MAX_STRING / 2] = '\0';
+        e = xasprintf("{%s, \"argv\": [\"x\"], \"env\": {\"A\": \"%s\","
+                      " \"B\": \"%s\", \"C\": \"%s\", \"D\": \"%s\","
+                      " \"E\": \"%s\", \"F\": \"%s\", \"G\": \"%s\","
+                      " \"H\": \"%s\", \"I\": \"%s\", \"J\": \"%s\","
+                      " \"K\": \"%s\", \"L\": \"%s\", \"M\": \"%s\","
+                      " \"N\": \"%s\", \"O\": \"%s\", \"P\": \"%s\","
+                      " \"Q\": \"%s\"}}",
+                      key, huge, huge, huge, huge, huge, huge, huge, huge, huge, huge, huge,
+                      huge, huge, huge, huge, huge, huge);
+        expect_entry_error(e, "argv and env together are larger than");
+        free(e);
+        free(huge);
+
+        /* Too many entries in argv, env or devices. */
+        json_t *argv = json_array(), *env = json_object(), *devices = json_array();
+        for (int i = 0; i <= WIRE_MAX_ARGS; i++)
+                json_array_append_new(argv, json_string("a"));
+        for (int i = 0; i <= WIRE_MAX_ENV; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "V%d", i);
+                json_object_set_new(env, name, json_string(""));
+        }
+        for (int i = 0; i <= WIRE_MAX_DEVICES; i++)
+                json_array_append_new(devices, json_integer(0));
+        const struct {
+                const char *member;
+                json_t *value;
+                const char *error;
+        } over[] = {{"argv", argv, "argv has more than"},
+                    {"env", env, "env has more than"},
+                    {"devices", devices, "devices must be a list of at most"}};
+        for (size_t i = 0; i < 3; i++) {
+                json_t *r = json_pack("{s:i,s:i,s:i,s:[s]}", "job", 1, "attempt", 1, "rank", 0,
+                                      "argv", "x");
+                json_object_set(r, over[i].member, over[i].value);
+                char *text = json_dumps(r, JSON_COMPACT);
+                expect_entry_error(text, over[i].error);
+                free(text);
+                json_decref(r);
+        }
+        json_decref(argv);
+        json_decref(env);
+        json_decref(devices);
+
+        /* A hang timeout over a year is a year. */
+        WireSyncAnswer a;
+        CHECK(wire_sync_answer_parse(load("{\"version\": 1, \"ranks\": [{\"job\": 1,"
+                                          " \"attempt\": 1, \"rank\": 0, \"argv\": [\"x\"],"
+                                          " \"hang_timeout_s\": 99999999999}]}"),
+                                     &a) == 0);
+        CHECK(a.n_ranks == 1 && a.ranks[0].hang_timeout_s == WIRE_MAX_HANG_TIMEOUT_S);
+        wire_sync_answer_clear(&a);
+
+        /* Negative keys are not keys: the entry is dropped, not started. */
+        CHECK(wire_sync_answer_parse(json_loads("{\"version\": 1, \"ranks\": [{\"job\": -1,"
+                                                " \"attempt\": 1, \"rank\": 0,"
+                                                " \"argv\": [\"x\"]}]}",
+                                                0, NULL),
+                                     &a) == 0);
+        CHECK(a.n_ranks == 0);
+        wire_sync_answer_clear(&a);
+
+        /* More ranks than any node runs: the whole answer is refused. */
+        json_t *ranks = json_array();
+        for (int i = 0; i <= WIRE_MAX_RANKS; i++)
+                json_array_append_new(ranks, json_pack("{s:i, s:i, s:i, s:[s]}", "job", 1,
+                                                       "attempt", 1, "rank", i, "argv", "x"));
+        CHECK(wire_sync_answer_parse(json_pack("{s:i, s:o}", "version", 1, "ranks", ranks), &a) ==
+              -EBADMSG);
+}
+
+/* ---- error answers ---- */
+
+static void test_error(void) {
+        json_t *j = load("{\"error\":{\"code\":\"unknown_node\",\"message\":\"x\","
+                         "\"field\":\"node\"}}");
+        WireError e;
+        wire_error_parse(j, &e);
+        CHECK_STR(e.code, "unknown_node");
+        CHECK_STR(e.message, "x");
+        CHECK_STR(e.field, "node");
+        json_decref(j);
+        j = load("{\"error\":{\"code\":3}}");
+        wire_error_parse(j, &e);
+        CHECK(!e.code && !e.message && !e.field);
+        json_decref(j);
+        wire_error_parse(NULL, &e);
+        CHECK(!e.code && !e.message && !e.field);
+}
+
+int main(void) {
+        test_register();
+        test_register_answer();
+        test_sync();
+        test_sync_answer_round_trip();
+        test_parse_sync_answer();
+        test_hostile_answers();
+        test_error();
+        printf("wire: ok\n");
+        return 0;
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/* The register request and its answer: encoder and strict decoder of each; see wire.h. */
+#include "wire.h"
+
+#include <errno.h>
+
+/* Absent optional strings and labels are left out, as the decoder reads them. */
+json_t *wire_register_encode(const WireRegister *r) {
+        return json_pack("{s:s, s:s*, s:s*, s:s*, s:s*, s:O*, s:{s:i, s:I, s:i, s:O*}}", "node",
+                         r->node, "hostname", r->hostname, "address", r->address, "boot_id",
+                         r->boot_id, "agent_id", r->agent_id, "labels", r->labels, "inventory",
+                         "cpus", r->cpus, "memory_mb", (json_int_t) r->memory_mb, "numa_nodes",
+                         r->numa_nodes, "accelerators", r->accelerators);
+}
+
+int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
+        static const char *const keys[] = {"node",   "hostname",  "address",  "boot_id",
+                                           "agent_id", "labels", "inventory", NULL};
+        static const char *const inv_keys[] = {"cpus", "memory_mb", "numa_nodes",
+                                               "accelerators", NULL};
+        WireRegister r = {0};
+        int k;
+        if (!json_is_object(json))
+                return json_error_set(err, "", "must be a JSON object");
+        if ((k = json_check_keys(json, "", keys, err)) < 0 ||
+            (k = json_get_string(json, "node", "node", true, 128, &r.node, err)) < 0 ||
+            (k = json_get_string(json, "hostname", "hostname", false, 256, &r.hostname, err)) < 0 ||
+            (k = json_get_string(json, "address", "address", false, 300, &r.address, err)) < 0 ||
+            (k = json_get_string(json, "boot_id", "boot_id", false, 128, &r.boot_id, err)) < 0 ||
+            (k = json_get_string(json, "agent_id", "agent_id", false, 128, &r.agent_id, err)) < 0 ||
+            (k = json_get_string_map(json, "labels", "labels", 64, 256, &r.labels, err)) < 0)
+                return k;
+        for (const char *p = r.node; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
+                        return json_error_set(err, "node",
+                                              "may only contain letters, digits, '-', '_', '.'");
+        json_t *inv = json_object_get(json, "inventory");
+        if (!json_is_object(inv))
+                return json_error_set(err, "inventory", "must be an object");
+        if ((k = json_check_keys(inv, "inventory.", inv_keys, err)) < 0)
+                return k;
+        int64_t v = 0;
+        if ((k = json_get_int(inv, "cpus", "inventory.cpus", true, 0, 1 << 20, &v, err)) < 0)
+                return k;
+        r.cpus = (int) v;
+        v = 0;
+        if ((k = json_get_int(inv, "memory_mb", "inventory.memory_mb", false, 0, INT64_C(1) << 40,
+                              &v, err)) < 0)
+                return k;
+        r.memory_mb = v;
+        v = 0;
+        if ((k = json_get_int(inv, "numa_nodes", "inventory.numa_nodes", false, 0, 4096, &v,
+                              err)) < 0)
+                return k;
+        r.numa_nodes = (int) v;
+        json_t *acc = json_object_get(inv, "accelerators");
+        if (acc && !json_is_array(acc))
+                return json_error_set(err, "inventory.accelerators", "must be a list");
+        if (acc && json_array_size(acc) > 1024)
+                return json_error_set(err, "inventory.accelerators", "too many devices");
+        size_t i;
+        json_t *a;
+        json_array_foreach(acc, i, a) {
+                if (!json_is_object(a) || !json_is_string(json_object_get(a, "kind")))
+                        return json_error_set(err, "inventory.accelerators",
+                                              "entries must be objects with a kind");
+        }
+        r.inventory = inv;
+        r.accelerators = acc;
+        *ret = r;
+        return 0;
+}
+
+json_t *wire_register_answer_encode(const WireRegisterAnswer *a) {
+        return json_pack("{s:s,s:I,s:I}", "node", a->node, "lease_ms", (json_int_t) a->lease_ms,
+                         "sync_period_ms", (json_int_t) a->sync_period_ms);
+}
+
+int wire_register_answer_parse(json_t *json, WireRegisterAnswer *ret) {
+        if (!json_is_object(json))
+                return -EBADMSG;
+        int64_t lease = json_int(json, "lease_ms", 0), period = json_int(json, "sync_period_ms", 0);
+        *ret = (WireRegisterAnswer){
+                .node = json_str(json, "node"),
+                .lease_ms = lease > 0 ? lease : 0,
+                .sync_period_ms = period > 0 ? period : 0,
+        };
+        return 0;
+}

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sync answer: the controller's encoder of a node's desired ranks and the agent's
+ * decoder, which checks every entry against the limits of wire.h; see wire.h.
+ */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Absent optional members are null, as the decoder reads them. */
+static json_t *encode_desired(const WireDesiredRank *d) {
+        return json_pack("{s:I,s:I,s:I,s:O,s:O?,s:s?,s:O?,s:I,s:s?,s:s?,s:s?}", "job",
+                         (json_int_t) d->key.job, "attempt", (json_int_t) d->key.attempt, "rank",
+                         (json_int_t) d->key.rank, "argv", d->argv, "env", d->env, "user",
+                         d->user, "devices", d->devices, "hang_timeout_s",
+                         (json_int_t) d->hang_timeout_s, "workdir", d->workdir, "accelerator",
+                         d->accelerator, "checkpoint_dir", d->checkpoint_dir);
+}
+
+json_t *wire_sync_answer_encode(const WireSyncAnswer *a) {
+        json_t *ranks = json_array();
+        for (size_t i = 0; i < a->n_ranks; i++)
+                json_array_append_new(ranks, encode_desired(&a->ranks[i]));
+        return json_pack("{s:I,s:I,s:I,s:o}", "version", (json_int_t) a->version, "lease_ms",
+                         (json_int_t) a->lease_ms, "sync_period_ms",
+                         (json_int_t) a->sync_period_ms, "ranks", ranks);
+}
+
+_printf_(2, 3) static void desired_error(char **error, const char *fmt, ...) {
+        if (*error)
+                return; /* the first problem is the one worth reading */
+        va_list ap;
+        va_start(ap, fmt);
+        if (vasprintf(error, fmt, ap) < 0)
+                *error = NULL;
+        va_end(ap);
+        if (!*error)
+                *error = xstrdup("invalid desired rank");
+}
+
+/* A JSON string without NUL bytes (jansson allows them) of at most max bytes. */
+static bool string_ok(json_t *v, size_t max) {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v);
+        return s && n <= max && strlen(s) == n;
+}
+
+static const char *opt_string(json_t *o, const char *key, size_t max, char **error) {
+        json_t *v = json_object_get(o, key);
+        if (!v || json_is_null(v))
+                return NULL;
+        if (!json_is_string(v)) {
+                desired_error(error, "%s is not a string", key);
+                return NULL;
+        }
+        if (!string_ok(v, max)) {
+                desired_error(error, "%s is longer than %zu bytes or contains a NUL byte", key,
+                              max);
+                return NULL;
+        }
+        return json_string_value(v);
+}
+
+/* An optional path that must be absolute when given (a relative one would be relative
+ * to wherever the agent happens to run). */
+static const char *opt_path(json_t *o, const char *key, char **error) {
+        const char *p = opt_string(o, key, WIRE_MAX_PATH, error);
+        if (p && *p && *p != '/') {
+                desired_error(error, "%s must be an absolute path", key);
+                return NULL;
+        }
+        return p;
+}
+
+/* Checks argv: 1..WIRE_MAX_ARGS strings; adds their size to *bytes. */
+static void check_argv(json_t *argv, size_t *bytes, char **error) {
+        if (!json_is_array(argv) || json_array_size(argv) == 0) {
+                desired_error(error, "argv must be a non-empty list of strings");
+                return;
+        }
+        if (json_array_size(argv) > WIRE_MAX_ARGS) {
+                desired_error(error, "argv has more than %d entries", WIRE_MAX_ARGS);
+                return;
+        }
+        size_t i;
+        json_t *v;
+        json_array_foreach(argv, i, v) {
+                if (!json_is_string(v)) {
+                        desired_error(error, "argv must be a non-empty list of strings");
+                        return;
+                }
+                if (!string_ok(v, WIRE_MAX_STRING)) {
+                        desired_error(error, "argv[%zu] is longer than %d bytes or contains a "
+                                      "NUL byte", i, WIRE_MAX_STRING);
+                        return;
+                }
+                *bytes += json_string_length(v) + 1;
+        }
+}
+
+/* Checks env: an object of at most WIRE_MAX_ENV strings with valid names. */
+static void check_env(json_t *env, size_t *bytes, char **error) {
+        if (!env)
+                return;
+        if (!json_is_object(env)) {
+                desired_error(error, "env is not an object");
+                return;
+        }
+        if (json_object_size(env) > WIRE_MAX_ENV) {
+                desired_error(error, "env has more than %d variables", WIRE_MAX_ENV);
+                return;
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(env, key, v) {
+                size_t klen = strlen(key);
+                /* jansson keys may hold NUL bytes too: such a key reads shorter. */
+                if (klen == 0 || klen > WIRE_MAX_NAME || strchr(key, '=')) {
+                        desired_error(error, "env has an invalid variable name");
+                        return;
+                }
+                if (!json_is_string(v) || !string_ok(v, WIRE_MAX_STRING)) {
+                        desired_error(error, "env variable %s is not a string of at most %d "
+                                      "bytes without NUL", key, WIRE_MAX_STRING);
+                        return;
+                }
+                *bytes += klen + json_string_length(v) + 2;
+        }
+}
+
+/* Fills d from o. Returns -EBADMSG when not even the key can be read. */
+static int parse_desired(json_t *o, WireDesiredRank *d) {
+        *d = (WireDesiredRank){ 0 };
+        json_t *job = json_object_get(o, "job"), *attempt = json_object_get(o, "attempt"),
+               *rank = json_object_get(o, "rank");
+        if (!json_is_integer(job) || !json_is_integer(attempt) || !json_is_integer(rank))
+                return -EBADMSG;
+        d->key = (WireRankKey){ json_integer_value(job), json_integer_value(attempt),
+                                json_integer_value(rank) };
+        /* Keys name directories and log files: negative numbers have no business there. */
+        if (d->key.job < 0 || d->key.attempt < 0 || d->key.rank < 0)
+                return -EBADMSG;
+
+        size_t bytes = 0;
+        d->argv = json_object_get(o, "argv");
+        check_argv(d->argv, &bytes, &d->error);
+
+        d->env = json_object_get(o, "env");
+        if (json_is_null(d->env))
+                d->env = NULL;
+        check_env(d->env, &bytes, &d->error);
+        if (bytes > WIRE_MAX_EXEC_BYTES)
+                desired_error(&d->error, "argv and env together are larger than %d bytes",
+                              WIRE_MAX_EXEC_BYTES);
+
+        d->devices = json_object_get(o, "devices");
+        if (json_is_null(d->devices))
+                d->devices = NULL;
+        if (d->devices && (!json_is_array(d->devices) ||
+                           json_array_size(d->devices) > WIRE_MAX_DEVICES))
+                desired_error(&d->error, "devices must be a list of at most %d indices",
+                              WIRE_MAX_DEVICES);
+        d->workdir = opt_path(o, "workdir", &d->error);
+        d->user = opt_string(o, "user", WIRE_MAX_NAME, &d->error);
+        d->accelerator = opt_string(o, "accelerator", WIRE_MAX_NAME, &d->error);
+        d->checkpoint_dir = opt_path(o, "checkpoint_dir", &d->error);
+        json_t *hang = json_object_get(o, "hang_timeout_s");
+        d->hang_timeout_s = json_is_integer(hang) ? json_integer_value(hang) : 0;
+        if (d->hang_timeout_s < 0)
+                d->hang_timeout_s = 0;
+        if (d->hang_timeout_s > WIRE_MAX_HANG_TIMEOUT_S)
+                d->hang_timeout_s = WIRE_MAX_HANG_TIMEOUT_S;
+        return 0;
+}
+
+int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret) {
+        json_t *ranks = json_object_get(json, "ranks");
+        json_t *version = json_object_get(json, "version");
+        if (!json_is_object(json) || !json_is_array(ranks) || !json_is_integer(version) ||
+            json_array_size(ranks) > WIRE_MAX_RANKS) {
+                json_decref(json);
+                return -EBADMSG;
+        }
+        WireSyncAnswer a = {
+                .json = json,
+                .version = json_integer_value(version),
+                .ranks = xcalloc(json_array_size(ranks) + 1, sizeof(WireDesiredRank)),
+        };
+        int64_t lease = json_int(json, "lease_ms", 0), period = json_int(json, "sync_period_ms", 0);
+        a.lease_ms = lease > 0 ? lease : 0;
+        a.sync_period_ms = period > 0 ? period : 0;
+        size_t i;
+        json_t *o;
+        json_array_foreach(ranks, i, o) {
+                /* An entry without a key cannot be matched to anything: skip it. */
+                if (parse_desired(o, &a.ranks[a.n_ranks]) == 0)
+                        a.n_ranks++;
+        }
+        *ret = a;
+        return 0;
+}
+
+void wire_sync_answer_clear(WireSyncAnswer *a) {
+        for (size_t i = 0; i < a->n_ranks; i++)
+                free(a->ranks[i].error);
+        free(a->ranks);
+        json_decref(a->json);
+        *a = (WireSyncAnswer){ 0 };
+}
+
+const WireDesiredRank *wire_sync_answer_find(const WireSyncAnswer *a, WireRankKey key) {
+        for (size_t i = 0; i < a->n_ranks; i++) {
+                WireRankKey k = a->ranks[i].key;
+                if (k.job == key.job && k.attempt == key.attempt && k.rank == key.rank)
+                        return &a->ranks[i];
+        }
+        return NULL;
+}
+
