@@ -100,7 +100,8 @@ void ctl_tick(Controller *ctl) {
 }
 
 bool ctl_turn_has_writes(Controller *ctl) {
-        return ctl->turn.tx_open || ctl->turn.failed;
+        /* A turn that failed has writes too, until it ends: its requests must get 503. */
+        return ctl->turn.tx_open || (ctl->turn.failed && !ctl->failure[0]);
 }
 
 static double seconds_since(const struct timespec *a) {

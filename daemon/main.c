@@ -225,7 +225,7 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
 /* How often the STATUS= line `systemctl status axctld` shows is brought up to date. */
 #define STATUS_PERIOD_MS 1000
 /* After a failed turn: how long to keep answering 503 (and /healthz why) before exiting. */
-#define FAILED_LINGER_MS 1000
+#define FAILED_LINGER_MS 2000
 
 /*
  * Sends prefix (READY=1, WATCHDOG=1 or nothing) with the counts as STATUS=. Without a

@@ -6,6 +6,142 @@
 #include "../tests/unit/check.h"
 #include "health.h"
 
+/* Each detector finds what it knows and nothing else; the registry's order decides. */
+static void test_detectors(void) {
+        HealthFinding f;
+        HealthSeen crash = {.kind = HEALTH_SEEN_RANK, .node = "n1", .rank = 2, .exited = true,
+                            .exit_code = 3, .hung = true};
+        CHECK(health_detect(&crash, &f));
+        CHECK_INT(f.reason, END_RANK_EXIT); /* the exit outranks the hang */
+        CHECK_INT(f.cls, FAILURE_JOB);
+        CHECK_INT(f.scope, HEALTH_SCOPE_ATTEMPT);
+        CHECK_INT(f.exit_code, 3);
+        CHECK_STR(f.detail, "rank 2 on n1 exited with code 3");
+        HealthSeen sig = {.kind = HEALTH_SEEN_RANK, .node = "n1", .exited = true,
+                          .exit_code = -1, .signal = 9};
+        CHECK(health_detect(&sig, &f));
+        CHECK_INT(f.signal, 9);
+        CHECK_STR(f.detail, "rank 0 on n1 killed by signal 9");
+        HealthSeen clean = {.kind = HEALTH_SEEN_RANK, .node = "n1", .exited = true};
+        CHECK(!health_detect(&clean, &f)); /* success is no failure */
+        HealthSeen nostart = {.kind = HEALTH_SEEN_RANK, .node = "n1", .exited = true,
+                              .exit_code = 127, .start_failed = true};
+        CHECK(health_detect(&nostart, &f));
+        CHECK_INT(f.reason, END_START_FAILED);
+        CHECK_INT(f.cls, FAILURE_START);
+        HealthSeen hung = {.kind = HEALTH_SEEN_RANK, .node = "n1", .rank = 1, .hung = true,
+                           .exit_code = -1, .step = 40, .hang_timeout_s = 30};
+        CHECK(health_detect(&hung, &f));
+        CHECK_INT(f.reason, END_HANG);
+        CHECK_STR(f.detail, "rank 1 made no progress for 30s (last step 40)");
+        HealthSeen running = {.kind = HEALTH_SEEN_RANK, .node = "n1", .exit_code = -1};
+        CHECK(!health_detect(&running, &f));
+        HealthSeen missing = {.kind = HEALTH_SEEN_RANK_MISSING, .node = "n1", .rank = 4};
+        CHECK(health_detect(&missing, &f));
+        CHECK_INT(f.cls, FAILURE_JOB);
+        CHECK_STR(f.detail, "rank 4 vanished from n1 without an exit status");
+
+        HealthSeen sick = {.kind = HEALTH_SEEN_NODE, .node = "n1", .healthy = false,
+                           .health_reason = "xid 79"};
+        CHECK(health_detect(&sick, &f));
+        CHECK_INT(f.cls, FAILURE_NODE);
+        CHECK_INT(f.scope, HEALTH_SCOPE_NODE);
+        CHECK_INT(f.node_state, NODE_UNHEALTHY);
+        CHECK(!f.ranks_gone); /* they run on until their agent kills them */
+        CHECK_STR(f.detail, "xid 79");
+        HealthSeen well = {.kind = HEALTH_SEEN_NODE, .node = "n1", .healthy = true};
+        CHECK(!health_detect(&well, &f));
+
+        HealthSeen quiet = {.kind = HEALTH_SEEN_SILENCE, .node = "n1", .silent_ms = 12000,
+                            .lease_ms = 10000, .grace_ms = 2000};
+        CHECK(!health_detect(&quiet, &f)); /* lease + grace not yet over */
+        quiet.silent_ms = 12001;
+        CHECK(health_detect(&quiet, &f));
+        CHECK_INT(f.reason, END_NODE_LOST);
+        CHECK_INT(f.node_state, NODE_DOWN);
+        CHECK(f.ranks_gone); /* fenced by their own supervisors by now */
+        HealthSeen reboot = {.kind = HEALTH_SEEN_REGISTER, .node = "n1", .boot_changed = true};
+        CHECK(health_detect(&reboot, &f));
+        CHECK(f.ranks_gone);
+        CHECK_INT(f.node_state, _NODE_STATE_INVALID);
+        reboot.boot_changed = false;
+        CHECK(!health_detect(&reboot, &f));
+
+        /* Every registered detector has a name, and names are unique. */
+        int n = 0;
+        for (int i = 0; health_detectors[i]; i++, n++) {
+                CHECK(health_detectors[i]->name && health_detectors[i]->detect);
+                for (int k = 0; k < i; k++)
+                        CHECK(strcmp(health_detectors[i]->name, health_detectors[k]->name) != 0);
+        }
+        CHECK_INT(n, 6);
+}
+
+/* From findings to verdicts, with a node's history. */
+static void test_judge(void) {
+        RestartPolicy p = {.max_restarts = 5, .backoff_initial_s = 0, .backoff_max_s = 60,
+                           .max_failures_without_progress = 3};
+        int64_t blames[16];
+        HealthSuspect sus[32];
+        int nb = 0, ns = 0;
+        HealthHistory h = {.blame_times = blames, .n_blame = &nb, .blame_cap = 16,
+                           .suspects = sus, .n_suspects = &ns, .suspect_cap = 32};
+        HealthFinding crash = {.reason = END_RANK_EXIT, .cls = FAILURE_JOB, .exit_code = 1};
+        HealthCase c = {.finding = &crash, .policy = &p, .window_ms = 600000,
+                        .quarantine_after = 3,
+                        .suspect = {.job = 1, .owner = 7, .at_ms = 1000}};
+        /* A job's own crash: no blame, no move, a quick failure counted. */
+        HealthJudgement j = health_judge(&c, &h);
+        CHECK(!j.blame && !j.avoid && !j.quarantine);
+        CHECK_INT(j.quick_failures, 1);
+        CHECK_INT(j.verdict.action, HEALTH_RESTART);
+        CHECK_INT(j.verdict.backoff_ms, 0);
+        /* In a row without progress: backoff, then the limit fails the job. */
+        c.quick_failures = 1;
+        j = health_judge(&c, &h);
+        CHECK_INT(j.verdict.backoff_ms, 1000);
+        c.quick_failures = 2;
+        CHECK_INT(health_judge(&c, &h).verdict.action, HEALTH_FAIL);
+        c.progressed = true;
+        j = health_judge(&c, &h);
+        CHECK_INT(j.quick_failures, 0);
+        CHECK_INT(j.verdict.action, HEALTH_RESTART);
+        CHECK_INT(nb, 0); /* still no blame: one owner */
+
+        /* Another owner's job fails there too, and a third job: now it is evidence. */
+        c.suspect = (HealthSuspect){.job = 2, .owner = 8, .at_ms = 2000};
+        CHECK(!health_judge(&c, &h).blame);
+        c.suspect = (HealthSuspect){.job = 3, .owner = 7, .at_ms = 2500};
+        j = health_judge(&c, &h);
+        CHECK(j.blame && j.by_suspicion);
+        CHECK(!j.avoid); /* the job's own class: it may stay */
+        CHECK_INT(nb, 1);
+
+        /* A node fault: blamed at once, the job moves, its quick failures stay. */
+        HealthFinding sick = {.reason = END_UNHEALTHY, .cls = FAILURE_NODE, .exit_code = -1};
+        HealthCase n = {.finding = &sick, .policy = &p, .quick_failures = 2, .window_ms = 600000,
+                        .quarantine_after = 3, .suspect = {.job = 3, .owner = 9, .at_ms = 3000}};
+        j = health_judge(&n, &h);
+        CHECK(j.blame && !j.by_suspicion && j.avoid);
+        CHECK(!j.quarantine);
+        CHECK_INT(j.quick_failures, 2);
+        CHECK_INT(j.verdict.action, HEALTH_RESTART);
+        j = health_judge(&n, &h);
+        CHECK(j.quarantine); /* the third blame within the window */
+        /* Seen nowhere in particular: nobody to blame or avoid. */
+        j = health_judge(&n, NULL);
+        CHECK(!j.blame && !j.avoid);
+        /* A drain moves the job without blame or budget. */
+        HealthFinding drain = {.reason = END_DRAINED, .cls = FAILURE_PREEMPTED, .exit_code = -1};
+        HealthCase d = {.finding = &drain, .policy = &p, .restarts_used = 5,
+                        .suspect = {.at_ms = 4000}};
+        int before = nb;
+        j = health_judge(&d, &h);
+        CHECK(!j.blame && j.avoid);
+        CHECK_INT(j.verdict.action, HEALTH_RESTART_FREE);
+        CHECK_INT(nb, before);
+}
+
 int main(void) {
         RestartPolicy p = {.max_restarts = 2, .backoff_initial_s = 0, .backoff_max_s = 5,
                            .retry_exit_codes = {75}, .n_retry_exit_codes = 1,
@@ -107,6 +243,8 @@ int main(void) {
         /* ... but not once the first has left the window. */
         CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){ 2, 8, 1015 }, 1000, 3));
         CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){ 4, 8, 30 }, 1000, 0));
+        test_detectors();
+        test_judge();
         printf("health: ok\n");
         return 0;
 }

@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tests of the controller core on a real SQLite store: the transition tables, a turn's
+ * events, dirty set and side effects, and whole turns driven through the controller's
+ * own operations (register, submit, sync) as the API calls them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../tests/unit/check.h"
+#include "controller-internal.h"
+#include "util.h"
+
+static char tmpdir[] = "/tmp/axctl-test-core-XXXXXX";
+
+static void test_tables(void) {
+        /* The lifecycle of DESIGN.md §4. */
+        CHECK(tr_job_allowed(JOB_PENDING, JOB_STARTING));
+        CHECK(tr_job_allowed(JOB_STARTING, JOB_RUNNING));
+        CHECK(tr_job_allowed(JOB_RUNNING, JOB_RESTARTING));
+        CHECK(tr_job_allowed(JOB_RESTARTING, JOB_STARTING));
+        CHECK(tr_job_allowed(JOB_RUNNING, JOB_PREEMPTED));
+        CHECK(tr_job_allowed(JOB_PREEMPTED, JOB_STARTING));
+        CHECK(tr_job_allowed(JOB_PENDING, JOB_CANCELLED));
+        CHECK(tr_job_allowed(JOB_RUNNING, JOB_RUNNING)); /* a new reason only */
+        /* What must never happen. */
+        for (int s = 0; s < _JOB_STATE_MAX; s++) {
+                CHECK(!tr_job_allowed(JOB_SUCCEEDED, (JobState) s) || s == JOB_SUCCEEDED);
+                CHECK(!tr_job_allowed(JOB_FAILED, (JobState) s) || s == JOB_FAILED);
+                CHECK(!tr_job_allowed(JOB_CANCELLED, (JobState) s) || s == JOB_CANCELLED);
+        }
+        CHECK(!tr_job_allowed(JOB_PENDING, JOB_RUNNING)); /* not without an attempt */
+        CHECK(!tr_job_allowed(JOB_RESTARTING, JOB_RUNNING));
+        CHECK(!tr_job_allowed(JOB_RESTARTING, JOB_FAILED));
+        CHECK(!tr_job_allowed(_JOB_STATE_INVALID, JOB_PENDING));
+        CHECK(!tr_job_allowed(JOB_PENDING, _JOB_STATE_MAX));
+
+        CHECK(tr_rank_allowed(RANK_ASSIGNED, RANK_RUNNING));
+        CHECK(tr_rank_allowed(RANK_RUNNING, RANK_LOST));
+        CHECK(!tr_rank_allowed(RANK_KILLED, RANK_RUNNING)); /* a stopped rank stays stopped */
+        CHECK(!tr_rank_allowed(RANK_SUCCEEDED, RANK_FAILED));
+        CHECK(!tr_rank_allowed(RANK_RUNNING, RANK_ASSIGNED));
+
+        CHECK(tr_node_allowed(NODE_READY, NODE_QUARANTINED));
+        CHECK(tr_node_allowed(NODE_QUARANTINED, NODE_READY)); /* an operator's undrain */
+        CHECK(!tr_node_allowed(NODE_QUARANTINED, NODE_UNHEALTHY)); /* no way out by itself */
+        CHECK(!tr_node_allowed(NODE_DRAINED, NODE_DRAINING));
+        for (int s = 0; s < _NODE_STATE_MAX; s++)
+                CHECK(tr_node_allowed((NodeState) s, NODE_DOWN)); /* any node may go silent */
+}
+
+static int count_event(void *userdata, const StoreEvent *e) {
+        int *n = userdata;
+        (*n)++;
+        return 0;
+}
+
+static int events(Store *store, int64_t job) {
+        int n = 0;
+        CHECK(store_events_list(store, job, 0, 1000, count_event, &n) >= 0);
+        return n;
+}
+
+static Job *job_new(Model *m, int ranks) {
+        json_t *spec_json = json_pack("{s:s,s:s,s:s,s:[s],s:i}", "name", "t", "project", "p",
+                                      "user", "u", "command", "/bin/true", "ranks", ranks);
+        JobSpec *spec = NULL;
+        JsonError err;
+        CHECK(spec_parse(spec_json, &spec, &err) == 0);
+        json_decref(spec_json);
+        Job *job = xcalloc(1, sizeof(Job));
+        *job = (Job){.id = m->next_job_id, .spec = spec, .spec_text = xstrdup("{}"),
+                     .state = JOB_PENDING, .reason = xstrdup(""), .exit_code = -1,
+                     .ckpt_step = -1, .best_step = -1};
+        model_job_add(m, job);
+        return job;
+}
+
+static Node *node_new(Model *m, const char *name) {
+        Node *node = xcalloc(1, sizeof(Node));
+        node->name = xstrdup(name);
+        node->reason = xstrdup("");
+        node->labels = json_object();
+        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
+        model_node_set_inventory(node, inv);
+        json_decref(inv);
+        model_node_add(m, node);
+        return node;
+}
+
+/* The turn: what each transition records, on a store of its own. */
+static void test_turn(void) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/turn.db", tmpdir);
+        Store *store = NULL;
+        CHECK(store_open(path, &store) == 0);
+        Model m;
+        model_init(&m);
+        Turn t;
+        turn_init(&t, store, &m);
+        Node *n1 = node_new(&m, "n1");
+        Job *job = job_new(&m, 2);
+
+        /* Two ranks on n1: the attempt starts, n1's desired set changes. */
+        int rank_node[2] = {0, 0};
+        SchedPlacement pl = {.job = job->id, .n_ranks = 2, .rank_node = rank_node};
+        uint64_t v0 = n1->version;
+        CHECK(tr_attempt_start(&t, job, &pl, m.nodes));
+        CHECK_INT(job->state, JOB_STARTING);
+        CHECK_INT(job->attempt, 1);
+        CHECK(n1->version > v0);
+        CHECK_INT(n1->alive_ranks, 2);
+        CHECK_INT(n1->used_cpus, 2 * job->spec->cpus);
+        CHECK(t.tx_open);
+        CHECK_INT(t.n_dirty_jobs, 1);
+        CHECK(t.dirty_jobs[0] == job);
+        /* Starting takes capacity: only new jobs need a look. */
+        CHECK_INT(turn_take_effects(&t, ~0u), TURN_SCHEDULE);
+
+        /* A rank leaves the desired set: the node's version grows, it stays alive until
+         * its agent confirms; then its capacity comes back. */
+        Rank *r0 = &job->ranks[0];
+        uint64_t v1 = n1->version;
+        CHECK(tr_rank(&t, job, r0, RANK_KILLED));
+        CHECK(n1->version > v1);
+        CHECK_INT(r0->stop_version, n1->version);
+        CHECK(r0->alive);
+        tr_rank_gone(&t, job, r0);
+        CHECK(!r0->alive);
+        CHECK_INT(n1->alive_ranks, 1);
+        CHECK(turn_take_effects(&t, TURN_SWEEP) == TURN_SWEEP);
+
+        /* Illegal: refused, counted, nothing changes and nothing is written. */
+        int before = events(store, job->id);
+        CHECK(!tr_rank(&t, job, r0, RANK_RUNNING));
+        CHECK(!tr_job(&t, job, JOB_PENDING, "back"));
+        CHECK_INT(t.n_illegal, 2);
+        CHECK_INT(job->state, JOB_STARTING);
+        CHECK_INT(r0->state, RANK_KILLED);
+        CHECK_INT(events(store, job->id), before);
+
+        /* Ending: the attempt records why, the job's end time is set, a sweep is due. */
+        CHECK(tr_attempt_end(&t, job, END_CANCELLED, NULL, NULL));
+        CHECK(!tr_attempt_end(&t, job, END_CANCELLED, NULL, NULL)); /* once */
+        CHECK(tr_job(&t, job, JOB_CANCELLED, "by test"));
+        CHECK(job->finished_ms > 0);
+        CHECK_STR(job->reason, "by test");
+        CHECK(turn_take_effects(&t, ~0u) ==
+              (TURN_SWEEP | TURN_SCHEDULE | TURN_SCHEDULE_FULL));
+        CHECK_INT(events(store, job->id), before + 2);
+
+        /* Nodes: quarantine has no way out but an operator's. */
+        CHECK(tr_node(&t, n1, NODE_QUARANTINED, "blamed"));
+        CHECK(!tr_node(&t, n1, NODE_UNHEALTHY, "sick"));
+        CHECK_INT(n1->state, NODE_QUARANTINED);
+        CHECK_STR(n1->reason, "blamed");
+        CHECK_INT(t.n_dirty_nodes, 1);
+
+        /* A failed durable write fails the turn: later writes are skipped. */
+        CHECK(store_commit(store) == 0);
+        t.tx_open = false;
+        turn_fail(&t, -ENOSPC, "disk full (test)");
+        CHECK(!turn_write(&t));
+        int n_before = events(store, 0);
+        turn_event(&t, 0, "n1", "test", "not written");
+        CHECK_INT(events(store, 0), n_before);
+        CHECK_INT(t.failed, -ENOSPC);
+
+        turn_clear(&t);
+        model_clear(&m);
+        store_close(store);
+}
+
+static Controller *controller(const char *name) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
+        CtlConfig cfg = {.db_path = path, .lease_ms = 10000, .grace_ms = 2000,
+                         .sync_period_ms = 1000, .quarantine_after = 3,
+                         .quarantine_window_ms = 600000, .strict_transitions = true};
+        Controller *ctl = NULL;
+        CHECK(ctl_new(&cfg, &ctl) == 0);
+        CHECK(ctl_end_turn(ctl) == 0);
+        return ctl;
+}
+
+static Node *node_register(Controller *ctl, const char *name) {
+        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
+        WireRegister msg = {.node = name, .hostname = name, .boot_id = "boot-1",
+                            .agent_id = "agent-1", .inventory = inv};
+        Node *node = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_register(ctl, &msg, &node, &err) == 0);
+        json_decref(inv);
+        return node;
+}
+
+static Job *submit(Controller *ctl, const char *user, int ranks) {
+        json_t *spec = json_pack("{s:s,s:s,s:s,s:[s],s:i,s:{s:i}}", "name", "j", "project", "p",
+                                 "user", user, "command", "/bin/true", "ranks", ranks, "restart",
+                                 "max_restarts", 5);
+        Job *job = NULL;
+        bool created = false;
+        CtlError err = {0};
+        CHECK(ctl_job_submit(ctl, spec, NULL, &job, &created, &err) == 0);
+        CHECK(created);
+        json_decref(spec);
+        return job;
+}
+
+static void sync_ranks(Controller *ctl, Node *node, WireRankReport *ranks, int n) {
+        WireSync msg = {.node = node->name, .boot_id = "boot-1", .agent_id = "agent-1",
+                        .ranks = ranks, .n_ranks = n, .healthy = true, .health_reason = ""};
+        Node *ret = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_sync(ctl, &msg, node->version, &ret, &err) == 0);
+}
+
+/* Whole turns through the operations the API calls. */
+static void test_controller_turns(void) {
+        Controller *ctl = controller("turns");
+        Node *n1 = node_register(ctl, "n1");
+        CHECK(ctl_turn_has_writes(ctl));
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK(!ctl_turn_has_writes(ctl));
+
+        /* Submit: pending, an event; the end of the turn places it. */
+        Job *job = submit(ctl, "alice", 2);
+        CHECK_INT(job->state, JOB_PENDING);
+        CHECK(ctl->turn.effects & TURN_SCHEDULE);
+        usleep(6000); /* past the scheduler's minimum interval */
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(job->state, JOB_STARTING);
+        CHECK_INT(job->n_ranks, 2);
+        CHECK_INT(ctl->turn.n_dirty_jobs, 0); /* written */
+
+        /* Both ranks run: the job runs. */
+        WireRankReport rr[2] = {{.job = job->id, .attempt = 1, .rank = 0, .pid = 10, .exit_code = -1, .step = -1},
+                                {.job = job->id, .attempt = 1, .rank = 1, .pid = 11, .exit_code = -1, .step = -1}};
+        sync_ranks(ctl, n1, rr, 2);
+        CHECK_INT(job->state, JOB_RUNNING);
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        /* Rank 1 crashes: the gang stops, the job restarts, the node is not blamed. */
+        rr[1].exited = true;
+        rr[1].exit_code = 3;
+        sync_ranks(ctl, n1, rr, 2);
+        CHECK_INT(job->state, JOB_RESTARTING);
+        CHECK_INT(job->restarts, 1);
+        CHECK_INT(job->ranks[0].state, RANK_KILLED);
+        CHECK(job->ranks[0].alive); /* until its agent confirms */
+        CHECK_INT(job->ranks[1].state, RANK_FAILED);
+        Attempt *a = job_current_attempt(job);
+        CHECK_INT(a->end_reason, END_RANK_EXIT);
+        CHECK(a->blamed_node == NULL);
+        CHECK_INT(n1->n_blame, 0);
+        CHECK(ctl->turn.effects & TURN_SCHEDULE_FULL);
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        /* The agent confirms rank 0 gone: only then may the next attempt start. */
+        CHECK(job->ranks[0].alive);
+        rr[0].exited = true;
+        rr[0].signal = 9;
+        sync_ranks(ctl, n1, rr, 1);
+        CHECK(!job->ranks[0].alive);
+        usleep(6000);
+        ctl_tick(ctl);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(job->state, JOB_STARTING);
+        CHECK_INT(job->attempt, 2);
+
+        /* Reports for the old attempt are ignored (fencing). */
+        WireRankReport stale = {.job = job->id, .attempt = 1, .rank = 0, .exited = true,
+                                .exit_code = 1, .step = -1};
+        sync_ranks(ctl, n1, &stale, 1);
+        CHECK_INT(job->state, JOB_STARTING);
+
+        /* The node reports itself unhealthy: it is blamed, the job moves off it. */
+        WireSync sick = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1",
+                         .healthy = false, .health_reason = "gpu 0 lost"};
+        Node *ret = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_sync(ctl, &sick, n1->version, &ret, &err) == 0);
+        CHECK_INT(n1->state, NODE_UNHEALTHY);
+        CHECK_INT(job->state, JOB_RESTARTING);
+        CHECK_STR(job->avoid_node, "n1");
+        CHECK_STR(job_current_attempt(job)->blamed_node, "n1");
+        CHECK_INT(n1->n_blame, 1);
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        /* Errors are the core's own codes, not HTTP statuses. */
+        Job *none = NULL;
+        CHECK(ctl_job_cancel(ctl, 999, &none, &err) < 0);
+        CHECK_INT(err.code, CTL_ERR_NOT_FOUND);
+        WireSync other = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-2",
+                          .healthy = true, .health_reason = ""};
+        CHECK(ctl_node_sync(ctl, &other, 0, &ret, &err) < 0);
+        CHECK_INT(err.code, CTL_ERR_NODE_CLAIMED);
+        CHECK(ctl_failure(ctl) == NULL);
+        CHECK_INT(ctl->turn.n_illegal, 0);
+        ctl_free(ctl);
+
+        /* What was committed is what a restarted controller loads. */
+        ctl = controller("turns");
+        Job *again = ctl_job_find(ctl, 1);
+        CHECK(again != NULL);
+        CHECK_INT(again->attempt, 2);
+        CHECK_INT(again->restarts, 2);
+        CHECK_INT(ctl_node_find(ctl, "n1")->state, NODE_UNHEALTHY);
+        ctl_free(ctl);
+}
+
+/* A failed turn is rolled back and every later one refused; nothing half-written. */
+static void test_failed_turn(void) {
+        Controller *ctl = controller("failed");
+        node_register(ctl, "n1");
+        CHECK(ctl_end_turn(ctl) == 0);
+        Job *job = submit(ctl, "bob", 1);
+        turn_fail(&ctl->turn, -ENOSPC, "disk full (test)");
+        CHECK(ctl_turn_has_writes(ctl)); /* its requests must wait, then get 503 */
+        CHECK(ctl_end_turn(ctl) == -ENOSPC);
+        CHECK(ctl_failure(ctl) != NULL);
+        CHECK(strstr(ctl_failure(ctl), "disk full (test)") != NULL);
+        CHECK(ctl_end_turn(ctl) < 0);
+        (void) job;
+        ctl_free(ctl);
+        ctl = controller("failed");
+        CHECK(ctl_job_find(ctl, 1) == NULL); /* the failed turn's submit is not on disk */
+        CHECK(ctl_node_find(ctl, "n1") != NULL);
+        ctl_free(ctl);
+}
+
+int main(void) {
+        CHECK(mkdtemp(tmpdir) != NULL);
+        test_tables();
+        test_turn();
+        test_controller_turns();
+        test_failed_turn();
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+        CHECK(system(cmd) == 0);
+        printf("core: ok\n");
+        return 0;
+}

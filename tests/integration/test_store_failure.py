@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: MIT
+"""A controller whose database cannot be written (issue 10): the turn that failed is
+rolled back, its requests and every later one get 503 `unavailable`, /healthz says why,
+axctld exits non-zero for systemd to restart it, and every job it acknowledged before is
+there after the restart. The database sits on a 4 MiB tmpfs that fills up (needs root,
+as CI has)."""
+
+import os
+import shutil
+import subprocess
+import time
+import unittest
+
+import axtest
+
+
+class StoreFailureTest(axtest.ClusterTestCase):
+    def mount_small_disk(self, path):
+        os.makedirs(path)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", path],
+                          capture_output=True).returncode != 0:
+            if os.geteuid() == 0:
+                self.fail("root could not mount a tmpfs for the full-disk case")
+            self.skipTest("mounting a tmpfs needs root")
+        self.addCleanup(subprocess.run, ["umount", "-l", path])
+
+    def test_full_disk_stops_the_controller_without_losing_acknowledged_jobs(self):
+        c = axtest.Cluster(0, name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, c)
+        disk = os.path.join(c.tmp, "small")
+        self.mount_small_disk(disk)
+        c.db = os.path.join(disk, "state.db")
+        c.start()
+        big = "x" * 16000
+        acknowledged = {}
+        failed = None
+        for i in range(200):
+            spec = {"name": "fill-%d" % i, "command": ["/bin/true"], "ranks": 1,
+                    "env": {"PAD_%d" % k: big for k in range(16)}}
+            status, body, _ = c.api("POST", "/v1/jobs", spec)
+            if status != 201:
+                failed = (status, body)
+                break
+            acknowledged[body["id"]] = spec["name"]
+        self.assertIsNotNone(failed, "a 4 MiB disk took 200 jobs of 256 KiB")
+        self.assertGreater(len(acknowledged), 0)
+        status, body = failed
+        self.assertEqual(status, 503, body)
+        self.assertEqual(body["error"]["code"], "unavailable", body)
+        self.assertIn("database", body["error"]["message"])
+        # Until it exits, nothing more is acknowledged and /healthz says why.
+        try:
+            status, body, _ = c.api("GET", "/healthz", timeout=1)
+            self.assertEqual(status, 503, body)
+            self.assertEqual(body["status"], "failed", body)
+            self.assertIn("database", body["reason"])
+            status, body, _ = c.api("GET", "/v1/jobs", timeout=1)
+            self.assertEqual(status, 503, body)
+        except OSError:
+            pass  # it may already have exited; the exit status below still counts
+        proc = c.controller.proc
+        deadline = time.monotonic() + 10 * axtest.TIME_SCALE
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertIsNotNone(proc.poll(), "axctld did not exit after its database failed")
+        self.assertNotEqual(proc.returncode, 0)
+        with open(c.controller.stderr_path, errors="replace") as f:
+            self.assertIn("stopping: the state database failed", f.read())
+        # The operator frees space (here: moves the database to a larger disk); the
+        # restarted controller has every acknowledged job, intact.
+        roomy = os.path.join(c.tmp, "roomy")
+        os.makedirs(roomy)
+        for name in os.listdir(disk):
+            shutil.copy(os.path.join(disk, name), roomy)
+        c.db = os.path.join(roomy, "state.db")
+        c.start_controller()
+        jobs = {j["id"]: j for j in c.list_jobs()}
+        for job_id, name in acknowledged.items():
+            self.assertIn(job_id, jobs, "acknowledged job %d was lost" % job_id)
+            self.assertEqual(jobs[job_id]["name"], name)
+            self.assertEqual(c.job(job_id)["spec"]["env"]["PAD_15"], big)
+        self.assertEqual(len(jobs), len(acknowledged), "a job that got 503 was kept")
+
+
+if __name__ == "__main__":
+    unittest.main()
