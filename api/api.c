@@ -91,10 +91,8 @@ static void request_set_answer(Request *req, unsigned status, json_t *body) {
 
 static void request_set_error(Request *req, unsigned status, const char *code, const char *field,
                               const char *message) {
-        json_t *e = json_pack("{s:s,s:s}", "code", code, "message", message);
-        if (field && *field)
-                json_object_set_new(e, "field", json_string(field));
-        request_set_answer(req, status, json_pack("{s:o}", "error", e));
+        WireError e = {.code = code, .message = message, .field = field};
+        request_set_answer(req, status, wire_error_encode(&e));
 }
 
 /* The HTTP face of the core's errors. */

@@ -526,6 +526,17 @@ static void test_error(void) {
         json_decref(j);
         wire_error_parse(NULL, &e);
         CHECK(!e.code && !e.message && !e.field);
+        /* Round trip; an empty field is left out. */
+        WireError in = {.code = "conflict", .message = "already ended", .field = ""};
+        j = wire_error_encode(&in);
+        char *text = json_dumps(j, JSON_COMPACT);
+        CHECK_STR(text, "{\"error\":{\"code\":\"conflict\",\"message\":\"already ended\"}}");
+        free(text);
+        wire_error_parse(j, &e);
+        CHECK_STR(e.code, "conflict");
+        CHECK_STR(e.message, "already ended");
+        CHECK(!e.field);
+        json_decref(j);
 }
 
 int main(void) {

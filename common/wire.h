@@ -7,7 +7,7 @@
  *   register request and answer   wire-register.c
  *   sync request                  wire-sync.c
  *   sync answer (desired ranks)   wire-sync-answer.c
- *   error body                    wire-error.c (decoder; api/api.c writes it)
+ *   error body                    wire-error.c
  *
  * Encoders build a new JSON value and only take references to the struct's JSON members.
  * Decoders borrow strings and JSON from the input, which must outlive the struct. The
@@ -160,5 +160,7 @@ typedef struct WireError {
         const char *code, *message, *field; /* NULL when absent or not strings */
 } WireError;
 
+/* {"error": {"code", "message", "field"}}; field only when set and not empty. */
+json_t *wire_error_encode(const WireError *e);
 /* Any JSON (NULL included) decodes; a body of another shape gives all NULL. */
 void wire_error_parse(json_t *json, WireError *ret);
