@@ -107,8 +107,8 @@ struct Agent {
 static bool agent_url_private(const char *url) {
         if (strncmp(url, "https://", 8) == 0)
                 return true;
-        static const char *const loopback[] = { "http://127.", "http://localhost:",
-                                                "http://localhost/", "http://[::1]" };
+        static const char *const loopback[] = {
+                "http://127.", "http://localhost:", "http://localhost/", "http://[::1]"};
         for (size_t i = 0; i < ELEMENTSOF(loopback); i++)
                 if (strncmp(url, loopback[i], strlen(loopback[i])) == 0)
                         return true;
@@ -169,7 +169,7 @@ static char *agent_address_make(const char *listen, const char *hostname, uint16
 }
 
 int agent_new(const AgentConfig *cfg, Agent **ret) {
-        static const AgentUserPolicy default_users = { 0 };
+        static const AgentUserPolicy default_users = {0};
         Agent *a = xcalloc(1, sizeof(*a));
         a->cfg = *cfg;
         if (!a->cfg.users)
@@ -185,8 +185,8 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                 snprintf(a->hostname, sizeof(a->hostname), "%s", cfg->node);
         agent_boot_id_read(a);
 
-        a->accel_cfg = (AccelConfig){ .dev_root = cfg->dev_root ? cfg->dev_root : "",
-                                      .sys_root = cfg->sys_root ? cfg->sys_root : "" };
+        a->accel_cfg = (AccelConfig){.dev_root = cfg->dev_root ? cfg->dev_root : "",
+                                     .sys_root = cfg->sys_root ? cfg->sys_root : ""};
         int r = agent_inventory_load(&a->inv, cfg->topology, &a->accel_cfg);
         if (r < 0) {
                 log_error("Cannot read the hardware topology%s%s: %s",
@@ -198,8 +198,7 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                  a->inv.cpus, a->inv.memory_mb, a->inv.numa_nodes, a->inv.n_devs);
         for (size_t i = 0; i < a->inv.n_devs; i++)
                 log_info("Accelerator %zu: %s %s at %s (NUMA %d)", i, a->inv.devs[i].kind,
-                         a->inv.devs[i].model, a->inv.devs[i].pci_bus_id,
-                         a->inv.devs[i].numa_node);
+                         a->inv.devs[i].model, a->inv.devs[i].pci_bus_id, a->inv.devs[i].numa_node);
 
         r = rank_table_new(cfg->state_dir, a->boot_id, &a->ranks);
         if (r >= 0)
@@ -231,8 +230,7 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                 log_error("Cannot serve logs on %s: %s", cfg->listen, strerror(-r));
                 goto fail;
         }
-        a->address = agent_address_make(cfg->listen, a->hostname,
-                                        agent_logserver_port(a->logs));
+        a->address = agent_address_make(cfg->listen, a->hostname, agent_logserver_port(a->logs));
         log_info("Serving rank logs on %s", a->address);
 
         if (cfg->health_cmd && *cfg->health_cmd)
@@ -342,8 +340,8 @@ static int64_t agent_wait_ms(const Agent *a) {
          * sync is held its predecessor's lease keeps running: two holds must fit in one
          * lease with room to spare, or the ranks would be fenced while all is well.
          */
-        int64_t wait = a->sync_period_ms < AGENT_MAX_WAIT_MS ? a->sync_period_ms
-                                                            : AGENT_MAX_WAIT_MS;
+        int64_t wait =
+                a->sync_period_ms < AGENT_MAX_WAIT_MS ? a->sync_period_ms : AGENT_MAX_WAIT_MS;
         return wait < a->lease_ms / 4 ? wait : a->lease_ms / 4;
 }
 
@@ -354,7 +352,7 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         json_t *body;
         _cleanup_free_ char *url = NULL;
         int64_t timeout_ms, wait_ms = agent_wait_ms(a);
-        AgentIdentity id = { .boot_id = a->boot_id, .agent_id = a->agent_id };
+        AgentIdentity id = {.boot_id = a->boot_id, .agent_id = a->agent_id};
         a->request_id++;
         if (kind == AGENT_REQUEST_REGISTER) {
                 body = agent_proto_register_body(a->cfg.node, a->hostname, a->address, &id,
@@ -362,8 +360,8 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
                 url = xasprintf("%s/v1/agent/register", a->controller);
                 timeout_ms = 5000;
         } else {
-                body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts,
-                                             a->n_ckpts, &a->health, a->request_id);
+                body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts, a->n_ckpts,
+                                             &a->health, a->request_id);
                 url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
                                 a->controller, wait_ms, a->version);
                 timeout_ms = wait_ms + 5000;
@@ -444,7 +442,7 @@ static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
         _cleanup_free_ char *user_error = NULL;
         _cleanup_free_ char **argv = NULL;
         char **envp = NULL;
-        RankUser user = { 0 };
+        RankUser user = {0};
         int error_exit = 0;
 
         const char *error = d->error;
@@ -484,14 +482,13 @@ static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
         unsigned uid = (unsigned) (l.run_as ? user.uid : geteuid());
         rank_user_done(&user);
         if (k < 0) {
-                log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s",
-                          d->key.job, d->key.attempt, d->key.rank, strerror(-k));
+                log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s", d->key.job,
+                          d->key.attempt, d->key.rank, strerror(-k));
                 return;
         }
         if (r->state == AGENT_RANK_EXITED)
                 log_warning("Rank %" PRId64 "/%" PRId64 "/%" PRId64 " failed to start: %s",
-                            d->key.job, d->key.attempt, d->key.rank,
-                            error ? error : "see its log");
+                            d->key.job, d->key.attempt, d->key.rank, error ? error : "see its log");
         else
                 log_info("Started rank %" PRId64 "/%" PRId64 "/%" PRId64 " as pid %d, uid %u",
                          d->key.job, d->key.attempt, d->key.rank, (int) r->rank_pid, uid);
@@ -543,9 +540,9 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
         uint64_t id = a->request_id;
         long status = 0;
         curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &status);
-        json_t *body = a->response ? json_loadb(a->response, a->response_len,
-                                                JSON_REJECT_DUPLICATES, NULL)
-                                   : NULL;
+        json_t *body =
+                a->response ? json_loadb(a->response, a->response_len, JSON_REJECT_DUPLICATES, NULL)
+                            : NULL;
         agent_request_drop(a);
 
         if (result != CURLE_OK) {
@@ -589,8 +586,8 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 return;
         }
         if (status != 200) {
-                agent_request_failed(a, now, "Controller refused the request: HTTP %ld %s",
-                                     status, code ? code : "");
+                agent_request_failed(a, now, "Controller refused the request: HTTP %ld %s", status,
+                                     code ? code : "");
                 json_decref(body);
                 return;
         }
@@ -627,8 +624,7 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 a->lease_ms = ans.lease_ms;
         agent_contact_ok(a);
         if (ans.version != a->version)
-                log_debug("Desired state version %" PRId64 ": %zu ranks", ans.version,
-                          ans.n_ranks);
+                log_debug("Desired state version %" PRId64 ": %zu ranks", ans.version, ans.n_ranks);
         a->version = ans.version;
         agent_converge(a, &ans, id, now);
         wire_sync_answer_clear(&ans);
@@ -677,8 +673,7 @@ static bool agent_rank_check_exit(Agent *a, Rank *r) {
         if (!rank_check_exit(r))
                 return false;
         log_info("Rank %" PRId64 "/%" PRId64 "/%" PRId64 " exited with %s %d", r->key.job,
-                 r->key.attempt, r->key.rank, r->exit.signaled ? "signal" : "code",
-                 r->exit.code);
+                 r->key.attempt, r->key.rank, r->exit.signaled ? "signal" : "code", r->exit.code);
         /* The restart resumes from the newest checkpoint the controller knows: report
          * one the rank may have committed just before it died along with its exit. */
         agent_scan_checkpoints(a);
@@ -707,8 +702,8 @@ static bool agent_scan_checkpoints(Agent *a) {
                 char *path;
                 if (agent_checkpoint_latest(r->checkpoint_dir, &step, &path) <= 0)
                         continue;
-                c[n++] = (AgentCheckpoint){ .job = r->key.job, .attempt = r->key.attempt,
-                                            .step = step, .path = path };
+                c[n++] = (AgentCheckpoint){
+                        .job = r->key.job, .attempt = r->key.attempt, .step = step, .path = path};
         }
 
         bool changed = n != a->n_ckpts;
@@ -757,8 +752,7 @@ static bool agent_scan_ranks(Agent *a) {
 }
 
 static void agent_health_update(Agent *a, bool healthy, char *reason) {
-        bool changed = healthy != a->health.healthy ||
-                       !util_streq_ptr(reason, a->health.reason);
+        bool changed = healthy != a->health.healthy || !util_streq_ptr(reason, a->health.reason);
         if (changed) {
                 if (healthy)
                         log_info("Node healthy again");
@@ -804,9 +798,9 @@ static void agent_health_probe(Agent *a) {
                         log_debug("Health probe of %s failed: %s", backend->name, strerror(-r));
                 if (r == 1) {
                         /* Backends name the device in their reason already. */
-                        char *joined = xasprintf("%s%s%s%s", reason ? reason : "",
-                                                 reason ? "; " : "", why ? why : backend->name,
-                                                 why ? "" : ": unhealthy");
+                        char *joined =
+                                xasprintf("%s%s%s%s", reason ? reason : "", reason ? "; " : "",
+                                          why ? why : backend->name, why ? "" : ": unhealthy");
                         free(reason);
                         reason = joined;
                 }
@@ -935,20 +929,19 @@ int agent_run(Agent *a) {
                 size_t cap = 3 + rank_table_count(a->ranks), n = 0;
                 fds = xrealloc(fds, cap * sizeof(*fds));
                 fd_ranks = xrealloc(fd_ranks, cap * sizeof(*fd_ranks));
-                fds[n] = (struct curl_waitfd){ .fd = a->sigfd, .events = CURL_WAIT_POLLIN };
+                fds[n] = (struct curl_waitfd){.fd = a->sigfd, .events = CURL_WAIT_POLLIN};
                 fd_ranks[n++] = NULL;
                 for (size_t i = 0; i < rank_table_count(a->ranks); i++) {
                         Rank *rk = rank_table_at(a->ranks, i);
                         if (rk->state != AGENT_RANK_RUNNING || rk->pidfd < 0)
                                 continue;
-                        fds[n] = (struct curl_waitfd){ .fd = rk->pidfd,
-                                                       .events = CURL_WAIT_POLLIN };
+                        fds[n] = (struct curl_waitfd){.fd = rk->pidfd, .events = CURL_WAIT_POLLIN};
                         fd_ranks[n++] = rk;
                 }
                 int hfds[2];
                 size_t nh = a->healthcmd ? agent_healthcmd_fds(a->healthcmd, hfds) : 0;
                 for (size_t i = 0; i < nh; i++) {
-                        fds[n] = (struct curl_waitfd){ .fd = hfds[i], .events = CURL_WAIT_POLLIN };
+                        fds[n] = (struct curl_waitfd){.fd = hfds[i], .events = CURL_WAIT_POLLIN};
                         fd_ranks[n++] = NULL;
                 }
 

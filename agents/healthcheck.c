@@ -183,7 +183,7 @@ int agent_healthcmd_process(AgentHealthCmd *h, int64_t now_ms, bool *ret_healthy
                 return 0;
         healthcmd_drain(h);
 
-        siginfo_t si = { 0 };
+        siginfo_t si = {0};
         bool ended = waitid(P_PID, (id_t) h->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
                      si.si_pid == h->pid;
         if (!ended && now_ms < h->deadline_ms)
@@ -194,8 +194,8 @@ int agent_healthcmd_process(AgentHealthCmd *h, int64_t now_ms, bool *ret_healthy
                 kill(-h->pid, SIGKILL);
                 healthcmd_reap(h, &st);
                 *ret_healthy = false;
-                *ret_reason = xasprintf("health command timed out after %" PRId64 " ms",
-                                        h->timeout_ms);
+                *ret_reason =
+                        xasprintf("health command timed out after %" PRId64 " ms", h->timeout_ms);
                 return 1;
         }
         healthcmd_drain(h);
@@ -208,10 +208,9 @@ int agent_healthcmd_process(AgentHealthCmd *h, int64_t now_ms, bool *ret_healthy
         *ret_healthy = false;
         *ret_reason = agent_health_reason_trim(h->output, h->output_len);
         if (!*ret_reason)
-                *ret_reason = WIFSIGNALED(st)
-                                      ? xasprintf("health command killed by signal %d",
-                                                  WTERMSIG(st))
-                                      : xasprintf("health command exited with status %d",
-                                                  WEXITSTATUS(st));
+                *ret_reason = WIFSIGNALED(st) ? xasprintf("health command killed by signal %d",
+                                                          WTERMSIG(st))
+                                              : xasprintf("health command exited with status %d",
+                                                          WEXITSTATUS(st));
         return 1;
 }

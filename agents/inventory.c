@@ -62,17 +62,17 @@ int agent_inventory_load(AgentInventory *inv, const char *topology_xml, const Ac
 
 void agent_inventory_deinit(AgentInventory *inv) {
         free(inv->devs);
-        *inv = (AgentInventory){ 0 };
+        *inv = (AgentInventory){0};
 }
 
 json_t *agent_inventory_accelerators(const AgentInventory *inv) {
         json_t *accels = json_array();
         for (size_t i = 0; i < inv->n_devs; i++) {
                 const AccelDevice *d = &inv->devs[i];
-                json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:i, s:s}", "kind", d->kind,
-                                      "model", d->model, "index", (json_int_t) d->index,
-                                      "pci_bus_id", d->pci_bus_id, "numa_node",
-                                      (json_int_t) d->numa_node, "uuid", d->uuid);
+                json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:i, s:s}", "kind", d->kind, "model",
+                                      d->model, "index", (json_int_t) d->index, "pci_bus_id",
+                                      d->pci_bus_id, "numa_node", (json_int_t) d->numa_node, "uuid",
+                                      d->uuid);
                 /*
                  * Beyond docs/PROTOCOL.md, for the scheduler's locality choices; the
                  * controller accepts extra keys in device entries.

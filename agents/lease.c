@@ -30,8 +30,8 @@ static int lease_file_init(int fd) {
         if (fstat(fd, &st) < 0)
                 return -errno;
         LeaseRecord rec;
-        if (st.st_size == (off_t) sizeof(rec) && pread(fd, &rec, sizeof(rec), 0) ==
-                                                         (ssize_t) sizeof(rec) &&
+        if (st.st_size == (off_t) sizeof(rec) &&
+            pread(fd, &rec, sizeof(rec), 0) == (ssize_t) sizeof(rec) &&
             memcmp(rec.magic, LEASE_MAGIC, sizeof(rec.magic)) == 0)
                 return 0;
         memcpy(rec.magic, LEASE_MAGIC, sizeof(rec.magic));

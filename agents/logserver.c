@@ -131,12 +131,12 @@ static enum MHD_Result log_respond(struct MHD_Connection *c, unsigned status,
         return ret;
 }
 
-static enum MHD_Result log_respond_json(struct MHD_Connection *c, unsigned status,
-                                        const char *code, const char *message) {
+static enum MHD_Result log_respond_json(struct MHD_Connection *c, unsigned status, const char *code,
+                                        const char *message) {
         _cleanup_free_ char *body =
                 xasprintf("{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code, message);
-        struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body,
-                                                                    MHD_RESPMEM_MUST_COPY);
+        struct MHD_Response *resp =
+                MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
         if (!resp)
                 return MHD_NO;
         return log_respond(c, status, resp, "application/json");
@@ -159,7 +159,7 @@ static ssize_t log_follow_read(void *cls, uint64_t pos, char *buf, size_t max) {
                         f->last_pass = true;
                         continue;
                 }
-                struct pollfd p = { .fd = f->client_fd, .events = POLLRDHUP };
+                struct pollfd p = {.fd = f->client_fd, .events = POLLRDHUP};
                 if (poll(&p, f->client_fd >= 0 ? 1 : 0, FOLLOW_POLL_MS) > 0 &&
                     (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
                         return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -173,9 +173,8 @@ static void log_follow_free(void *cls) {
 }
 
 static enum MHD_Result log_handle(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
         AgentLogServer *s = cls;
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
                 return log_respond_json(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
@@ -220,8 +219,8 @@ static enum MHD_Result log_handle(void *cls, struct MHD_Connection *c, const cha
                 LogFollow *f = xcalloc(1, sizeof(*f));
                 const union MHD_ConnectionInfo *ci =
                         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-                *f = (LogFollow){ .server = s, .key = key, .fd = fd,
-                                  .client_fd = ci ? ci->connect_fd : -1 };
+                *f = (LogFollow){
+                        .server = s, .key = key, .fd = fd, .client_fd = ci ? ci->connect_fd : -1};
                 resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
                                                          log_follow_read, f, log_follow_free);
                 if (!resp)
@@ -256,16 +255,18 @@ bool agent_log_signature_ok(const char *token_hash, const char *path, const char
         return diff == 0;
 }
 
-int agent_logserver_start(const char *listen_addr, const char *state_dir,
-                          const char *token_hash, AgentLogServer **ret) {
+int agent_logserver_start(const char *listen_addr, const char *state_dir, const char *token_hash,
+                          AgentLogServer **ret) {
         _cleanup_free_ char *host = NULL;
         uint16_t port;
         int r = agent_listen_parse(listen_addr, &host, &port);
         if (r < 0)
                 return r;
 
-        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                                  .ai_flags = AI_PASSIVE }, *ai = NULL;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                                 .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_PASSIVE},
+                        *ai = NULL;
         char port_s[8];
         snprintf(port_s, sizeof(port_s), "%u", port);
         if (getaddrinfo(*host ? host : NULL, port_s, &hints, &ai) != 0 || !ai)
@@ -275,16 +276,15 @@ int agent_logserver_start(const char *listen_addr, const char *state_dir,
         s->state_dir = xstrdup(state_dir);
         s->token_hash = token_hash ? xstrdup(token_hash) : NULL;
         atomic_init(&s->stopping, false);
-        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                         MHD_USE_POLL;
+        unsigned flags =
+                MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
         if (ai->ai_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
         s->daemon = MHD_start_daemon(
                 flags, port, NULL, NULL, log_handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned) LOGSERVER_MAX_CONNECTIONS,
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned) LOGSERVER_MAX_PER_CLIENT,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) LOGSERVER_IDLE_TIMEOUT_S,
-                MHD_OPTION_END);
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) LOGSERVER_IDLE_TIMEOUT_S, MHD_OPTION_END);
         freeaddrinfo(ai);
         if (!s->daemon) {
                 free(s->state_dir);
@@ -292,8 +292,8 @@ int agent_logserver_start(const char *listen_addr, const char *state_dir,
                 free(s);
                 return -EADDRINUSE;
         }
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon,
-                                                               MHD_DAEMON_INFO_BIND_PORT);
+        const union MHD_DaemonInfo *info =
+                MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
         s->port = info ? info->port : port;
         *ret = s;
         return 0;

@@ -20,8 +20,8 @@ typedef struct AgentLogServer AgentLogServer;
  * (?expires=E&sig=S, see token_sign_path()), so only clients the controller authorised
  * read logs. Returns 0 or -errno.
  */
-int agent_logserver_start(const char *listen_addr, const char *state_dir,
-                          const char *token_hash, AgentLogServer **ret);
+int agent_logserver_start(const char *listen_addr, const char *state_dir, const char *token_hash,
+                          AgentLogServer **ret);
 
 /*
  * Whether a signed log request is valid at now_s: sig is the controller's signature of

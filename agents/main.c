@@ -94,28 +94,28 @@ enum {
 };
 
 static const struct option options[] = {
-        { "controller", required_argument, NULL, OPT_CONTROLLER },
-        { "node", required_argument, NULL, OPT_NODE },
-        { "state-dir", required_argument, NULL, OPT_STATE_DIR },
-        { "topology", required_argument, NULL, OPT_TOPOLOGY },
-        { "dev-root", required_argument, NULL, OPT_DEV_ROOT },
-        { "sys-root", required_argument, NULL, OPT_SYS_ROOT },
-        { "listen", required_argument, NULL, OPT_LISTEN },
-        { "labels", required_argument, NULL, OPT_LABELS },
-        { "health-cmd", required_argument, NULL, OPT_HEALTH_CMD },
-        { "health-interval-ms", required_argument, NULL, OPT_HEALTH_INTERVAL },
-        { "profile-dir", required_argument, NULL, OPT_PROFILE_DIR },
-        { "kill-grace-ms", required_argument, NULL, OPT_KILL_GRACE },
-        { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-        { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
-        { "ca-file", required_argument, NULL, OPT_CA_FILE },
-        { "allow-users", required_argument, NULL, OPT_ALLOW_USERS },
+        {"controller", required_argument, NULL, OPT_CONTROLLER},
+        {"node", required_argument, NULL, OPT_NODE},
+        {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+        {"topology", required_argument, NULL, OPT_TOPOLOGY},
+        {"dev-root", required_argument, NULL, OPT_DEV_ROOT},
+        {"sys-root", required_argument, NULL, OPT_SYS_ROOT},
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"labels", required_argument, NULL, OPT_LABELS},
+        {"health-cmd", required_argument, NULL, OPT_HEALTH_CMD},
+        {"health-interval-ms", required_argument, NULL, OPT_HEALTH_INTERVAL},
+        {"profile-dir", required_argument, NULL, OPT_PROFILE_DIR},
+        {"kill-grace-ms", required_argument, NULL, OPT_KILL_GRACE},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+        {"ca-file", required_argument, NULL, OPT_CA_FILE},
+        {"allow-users", required_argument, NULL, OPT_ALLOW_USERS},
         /* Optional values so that a configuration file can say allow_root = yes. */
-        { "allow-root", optional_argument, NULL, OPT_ALLOW_ROOT },
-        { "default-user", required_argument, NULL, OPT_DEFAULT_USER },
-        { "strict-user", optional_argument, NULL, OPT_STRICT_USER },
-        { "config", required_argument, NULL, OPT_CONFIG },
-        { "help", no_argument, NULL, OPT_HELP },
+        {"allow-root", optional_argument, NULL, OPT_ALLOW_ROOT},
+        {"default-user", required_argument, NULL, OPT_DEFAULT_USER},
+        {"strict-user", optional_argument, NULL, OPT_STRICT_USER},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"help", no_argument, NULL, OPT_HELP},
         {},
 };
 
@@ -132,9 +132,9 @@ typedef struct Settings {
 } Settings;
 
 static void settings_done(Settings *s) {
-        char **strings[] = { &s->controller, &s->node,   &s->state_dir,  &s->topology,
-                             &s->dev_root,   &s->sys_root, &s->listen,  &s->health_cmd,
-                             &s->profile_dir, &s->token_file, &s->ca_file };
+        char **strings[] = {&s->controller,  &s->node,       &s->state_dir, &s->topology,
+                            &s->dev_root,    &s->sys_root,   &s->listen,    &s->health_cmd,
+                            &s->profile_dir, &s->token_file, &s->ca_file};
         for (size_t i = 0; i < ELEMENTSOF(strings); i++)
                 free(*strings[i]);
         agent_user_policy_done(&s->users);
@@ -292,8 +292,8 @@ _Noreturn _printf_(1, 2) static void die_usage(const char *fmt, ...) {
  */
 static void settings_parse(Settings *s, int argc, char **argv, const char **ret_config) {
         _cleanup_free_ char *error = NULL;
-        int r = config_parse_args(argc, argv, options, DEFAULT_CONFIG, settings_set, s,
-                                  ret_config, &error);
+        int r = config_parse_args(argc, argv, options, DEFAULT_CONFIG, settings_set, s, ret_config,
+                                  &error);
         if (r == CONFIG_HELP) {
                 fputs(usage, stdout);
                 exit(0);
@@ -364,8 +364,7 @@ int main(int argc, char **argv) {
                         settings_done(&s);
                         return 2;
                 }
-                log_info("Authenticating to the controller with the token in %s",
-                         s.token_file);
+                log_info("Authenticating to the controller with the token in %s", s.token_file);
         }
         if (s.ca_file && access(s.ca_file, R_OK) < 0) {
                 fprintf(stderr, "axagent: --ca-file: cannot read %s: %s\n", s.ca_file,
@@ -377,8 +376,9 @@ int main(int argc, char **argv) {
         }
         if (geteuid() == 0)
                 log_info("Ranks run as %s%s%s; root %s",
-                         s.users.allow_any ? "any account" :
-                         s.users.allow ? "the listed accounts" : "regular accounts (uid >= 1000)",
+                         s.users.allow_any ? "any account"
+                         : s.users.allow   ? "the listed accounts"
+                                           : "regular accounts (uid >= 1000)",
                          s.users.default_user ? ", unknown users as " : "",
                          s.users.default_user ? s.users.default_user : "",
                          s.users.allow_root ? "allowed" : "refused");

@@ -40,7 +40,7 @@ static bool proc_entry_read(pid_t pid, ProcEntry *e) {
         int ppid;
         if (!tail || sscanf(tail + 1, " %c %d", &state, &ppid) != 2)
                 return false;
-        *e = (ProcEntry){ .pid = pid, .ppid = (pid_t) ppid, .zombie = state == 'Z' };
+        *e = (ProcEntry){.pid = pid, .ppid = (pid_t) ppid, .zombie = state == 'Z'};
         return true;
 }
 
@@ -75,7 +75,7 @@ static int proc_scan(pid_t root, ProcEntry **ret, size_t *ret_n) {
                 for (size_t i = 0; i < n; i++) {
                         if (all[i].below)
                                 continue;
-                        ProcEntry key = { .pid = all[i].ppid };
+                        ProcEntry key = {.pid = all[i].ppid};
                         const ProcEntry *parent =
                                 all[i].ppid == root
                                         ? NULL
@@ -102,8 +102,7 @@ int proctree_kill(pid_t root, pid_t keep, int max_rounds) {
                 for (size_t i = 0; i < n; i++) {
                         if (!all[i].below)
                                 continue;
-                        if (reap && all[i].zombie && all[i].ppid == root &&
-                            all[i].pid != keep)
+                        if (reap && all[i].zombie && all[i].ppid == root && all[i].pid != keep)
                                 (void) waitpid(all[i].pid, NULL, WNOHANG);
                         if (all[i].zombie)
                                 continue;
@@ -116,7 +115,7 @@ int proctree_kill(pid_t root, pid_t keep, int max_rounds) {
                 if (live == 0)
                         return signalled;
                 /* SIGKILL is delivered at once; dying takes the kernel a moment. */
-                nanosleep(&(struct timespec){ .tv_nsec = 2 * 1000 * 1000 }, NULL);
+                nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
         }
         return signalled;
 }

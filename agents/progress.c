@@ -62,7 +62,7 @@ int agent_progress_read(const char *path, char *buf, size_t size) {
 }
 
 void agent_progress_init(ProgressTracker *t, int64_t since_ms) {
-        *t = (ProgressTracker){ .changed_ms = since_ms };
+        *t = (ProgressTracker){.changed_ms = since_ms};
 }
 
 bool agent_progress_update(ProgressTracker *t, const char *content, int64_t now_ms) {

@@ -62,10 +62,10 @@ json_t *agent_proto_sync_body(const char *node, const AgentIdentity *id, RankTab
         for (size_t i = 0; i < n_ranks; i++)
                 s.ranks[i] = proto_rank_report(rank_table_at(t, i), request_id);
         for (size_t i = 0; i < n_ckpts; i++)
-                s.checkpoints[i] = (WireCheckpoint){ .job = ckpts[i].job,
-                                                     .attempt = (int) ckpts[i].attempt,
-                                                     .step = ckpts[i].step,
-                                                     .path = ckpts[i].path };
+                s.checkpoints[i] = (WireCheckpoint){.job = ckpts[i].job,
+                                                    .attempt = (int) ckpts[i].attempt,
+                                                    .step = ckpts[i].step,
+                                                    .path = ckpts[i].path};
         json_t *body = wire_sync_encode(&s);
         wire_sync_clear(&s);
         return body;

@@ -34,7 +34,7 @@ struct RankTable {
         size_t n_ranks;
 };
 
-static const RankExit rank_exit_lost = { .signaled = true, .code = SIGKILL };
+static const RankExit rank_exit_lost = {.signaled = true, .code = SIGKILL};
 
 static int rank_pidfd_open(pid_t pid) {
         if (pid <= 0)
@@ -48,8 +48,8 @@ static bool rank_pid_alive(pid_t pid) {
 }
 
 static char *rank_key_dir(const RankTable *t, RankKey key) {
-        return xasprintf("%s/%" PRId64 "-%" PRId64 "-%" PRId64, t->ranks_dir, key.job,
-                         key.attempt, key.rank);
+        return xasprintf("%s/%" PRId64 "-%" PRId64 "-%" PRId64, t->ranks_dir, key.job, key.attempt,
+                         key.rank);
 }
 
 char *rank_table_progress_path(const RankTable *t, RankKey key) {
@@ -58,8 +58,8 @@ char *rank_table_progress_path(const RankTable *t, RankKey key) {
 }
 
 char *rank_log_path(const char *state_dir, RankKey key) {
-        return xasprintf("%s/logs/%" PRId64 "/%" PRId64 "/rank-%" PRId64 ".log", state_dir,
-                         key.job, key.attempt, key.rank);
+        return xasprintf("%s/logs/%" PRId64 "/%" PRId64 "/rank-%" PRId64 ".log", state_dir, key.job,
+                         key.attempt, key.rank);
 }
 
 char *rank_table_log_path(const RankTable *t, RankKey key) {
@@ -67,9 +67,9 @@ char *rank_table_log_path(const RankTable *t, RankKey key) {
 }
 
 bool rank_finished_on_disk(const char *state_dir, RankKey key) {
-        _cleanup_free_ char *status = xasprintf("%s/ranks/%" PRId64 "-%" PRId64 "-%" PRId64
-                                                "/status",
-                                                state_dir, key.job, key.attempt, key.rank);
+        _cleanup_free_ char *status =
+                xasprintf("%s/ranks/%" PRId64 "-%" PRId64 "-%" PRId64 "/status", state_dir, key.job,
+                          key.attempt, key.rank);
         _cleanup_free_ char *dir = xstrdup(status);
         *strrchr(dir, '/') = '\0';
         struct stat st;
@@ -191,7 +191,7 @@ bool rank_check_exit(Rank *r) {
                 return true;
         }
         if (r->pidfd >= 0) {
-                struct pollfd p = { .fd = r->pidfd, .events = POLLIN };
+                struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
                 if (poll(&p, 1, 0) == 0)
                         return false;
         } else if (rank_pid_alive(r->shim_pid) || rank_pid_alive(r->rank_pid)) {
@@ -218,10 +218,10 @@ static int rank_write_desired(const char *dir, const RankLaunch *l, const char *
                 json_array_append_new(argv, json_string(*a));
         json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:s?, s:s?, s:s?, s:I, s:s, s:I}", "job",
                               (json_int_t) l->key.job, "attempt", (json_int_t) l->key.attempt,
-                              "rank", (json_int_t) l->key.rank, "argv", argv, "workdir",
-                              l->workdir, "user", l->user, "checkpoint_dir", l->checkpoint_dir,
-                              "hang_timeout_s", (json_int_t) l->hang_timeout_s, "boot_id",
-                              boot_id, "started_at_ms", (json_int_t) started_wall_ms);
+                              "rank", (json_int_t) l->key.rank, "argv", argv, "workdir", l->workdir,
+                              "user", l->user, "checkpoint_dir", l->checkpoint_dir,
+                              "hang_timeout_s", (json_int_t) l->hang_timeout_s, "boot_id", boot_id,
+                              "started_at_ms", (json_int_t) started_wall_ms);
         if (!o)
                 return -EINVAL;
         json_object_set_new(o, "started_at_boot_ms", json_integer(started_boot_ms));
@@ -281,9 +281,8 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                 return r;
 
         Rank *rank = rank_table_add(t, l->key, TAKE_PTR(dir));
-        rank->checkpoint_dir = l->checkpoint_dir && *l->checkpoint_dir
-                                       ? xstrdup(l->checkpoint_dir)
-                                       : NULL;
+        rank->checkpoint_dir =
+                l->checkpoint_dir && *l->checkpoint_dir ? xstrdup(l->checkpoint_dir) : NULL;
         rank->hang_timeout_s = l->hang_timeout_s;
         rank->started_wall_ms = started;
         rank->started_boot_ms = started_boot;
@@ -291,15 +290,14 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         agent_progress_init(&rank->progress, started_boot);
         *ret = rank;
 
-        RankExit failed = { .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED };
+        RankExit failed = {.signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED};
         if (error) {
                 /* A refused account is the job's: the same spec fails the same way
                  * anywhere. Other launch errors are the node's or the controller's. */
-                RankExit refused = { .signaled = false,
-                                     .code = l->error && l->error_exit > 0 ? l->error_exit
-                                                                           : failed.code,
-                                     .start_failed = l->error &&
-                                                     l->error_exit == SHIM_EXIT_USER_REFUSED };
+                RankExit refused = {
+                        .signaled = false,
+                        .code = l->error && l->error_exit > 0 ? l->error_exit : failed.code,
+                        .start_failed = l->error && l->error_exit == SHIM_EXIT_USER_REFUSED};
                 (void) agent_shim_write_status(rank->dir, refused);
                 rank_set_exited(rank, refused);
                 return 0;
@@ -384,8 +382,8 @@ void rank_table_remove(RankTable *t, Rank *r) {
 static int rank_adopt_one(RankTable *t, const char *name) {
         RankKey key;
         char tail;
-        if (sscanf(name, "%" SCNd64 "-%" SCNd64 "-%" SCNd64 "%c", &key.job, &key.attempt,
-                   &key.rank, &tail) != 3)
+        if (sscanf(name, "%" SCNd64 "-%" SCNd64 "-%" SCNd64 "%c", &key.job, &key.attempt, &key.rank,
+                   &tail) != 3)
                 return -EINVAL;
         if (rank_table_find(t, key))
                 return -EEXIST;
@@ -405,8 +403,8 @@ static int rank_adopt_one(RankTable *t, const char *name) {
         r->hang_timeout_s = json_integer_value(json_object_get(desired, "hang_timeout_s"));
         r->started_wall_ms = json_integer_value(json_object_get(desired, "started_at_ms"));
         r->started_boot_ms = json_integer_value(json_object_get(desired, "started_at_boot_ms"));
-        bool same_boot = util_streq_ptr(
-                json_string_value(json_object_get(desired, "boot_id")), t->boot_id);
+        bool same_boot =
+                util_streq_ptr(json_string_value(json_object_get(desired, "boot_id")), t->boot_id);
         json_decref(desired);
 
         _cleanup_free_ char *shim_path = xasprintf("%s/shim.pid", r->dir);

@@ -18,7 +18,7 @@
  * Variables a program needs to run at all, taken from the agent when the job has none.
  * Deliberately short: the rest of the agent's environment is the agent's business.
  */
-static const char *const inherited_vars[] = { "PATH", "LANG", "TZ", NULL };
+static const char *const inherited_vars[] = {"PATH", "LANG", "TZ", NULL};
 
 static bool env_key_valid(const char *key) {
         return *key && !strchr(key, '=');
@@ -71,13 +71,13 @@ static int env_add_devices(json_t *env, json_t *devices, const AgentInventory *i
 
         for (size_t i = 0; i < n_req; i++) {
                 json_t *v = json_array_get(devices, i);
-                const AccelDevice *d =
-                        json_is_integer(v) ? agent_inventory_device(inv, json_integer_value(v))
-                                           : NULL;
+                const AccelDevice *d = json_is_integer(v)
+                                               ? agent_inventory_device(inv, json_integer_value(v))
+                                               : NULL;
                 if (!d) {
                         _cleanup_free_ char *s = json_dumps(v, JSON_ENCODE_ANY);
-                        *ret_error = xasprintf("device %s is not in this node's inventory",
-                                               s ? s : "?");
+                        *ret_error =
+                                xasprintf("device %s is not in this node's inventory", s ? s : "?");
                         return -ENODEV;
                 }
         }

@@ -65,8 +65,7 @@ static int shim_switch_user(const RankUser *u) {
         if (setgroups((size_t) u->n_groups, u->groups) < 0 || setgid(u->gid) < 0 ||
             setuid(u->uid) < 0)
                 return -errno;
-        if (getuid() != u->uid || geteuid() != u->uid || getgid() != u->gid ||
-            getegid() != u->gid)
+        if (getuid() != u->uid || geteuid() != u->uid || getgid() != u->gid || getegid() != u->gid)
                 return -EPERM;
         /* A saved set-user-ID of root would let the rank take root back. */
         if (u->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0))
@@ -99,8 +98,8 @@ _Noreturn static void shim_exec_rank(const ShimLaunch *l, int start_fd) {
         if (u && u->do_switch) {
                 int r = shim_switch_user(u);
                 if (r < 0) {
-                        dprintf(STDERR_FILENO, "axagent: cannot switch to user %s: %s\n",
-                                u->name, strerror(-r));
+                        dprintf(STDERR_FILENO, "axagent: cannot switch to user %s: %s\n", u->name,
+                                strerror(-r));
                         shim_start_failed(SHIM_EXIT_USER_REFUSED);
                 }
         }
@@ -149,7 +148,7 @@ static void shim_fence(pid_t rank, int64_t late_ms) {
 _Noreturn static void shim_give_up(const ShimLaunch *l, const ShimPids *pids, const char *what) {
         dprintf(STDERR_FILENO, "axagent: cannot %s: %s\n", what, strerror(errno));
         (void) agent_shim_write_status(
-                l->rank_dir, (RankExit){ .signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED });
+                l->rank_dir, (RankExit){.signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED});
         (void) !write(3, pids, sizeof(*pids));
         _exit(0);
 }
@@ -182,11 +181,12 @@ static int shim_wait_rank(const ShimLaunch *l, pid_t rank) {
                         shim_fence(rank, -left);
                         fenced = true;
                 }
-                int timeout = left <= 0 ? 100 : (int) (left < SHIM_LEASE_CHECK_MAX_MS
-                                                               ? left
-                                                               : SHIM_LEASE_CHECK_MAX_MS);
+                int timeout = left <= 0 ? 100
+                                        : (int) (left < SHIM_LEASE_CHECK_MAX_MS
+                                                         ? left
+                                                         : SHIM_LEASE_CHECK_MAX_MS);
                 /* Without a signalfd (it could not be made) exits are polled for. */
-                struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+                struct pollfd pfd = {.fd = sfd, .events = POLLIN};
                 if (poll(&pfd, sfd >= 0, sfd >= 0 ? timeout : min_int(timeout, 10)) > 0) {
                         struct signalfd_siginfo si;
                         while (read(sfd, &si, sizeof(si)) > 0)
@@ -197,7 +197,7 @@ static int shim_wait_rank(const ShimLaunch *l, pid_t rank) {
 
 /* The shim itself, in its own session: never returns. fd 3 is the pipe to the agent. */
 _Noreturn static void shim_run(const ShimLaunch *l) {
-        ShimPids pids = { .shim = getpid(), .rank = -1 };
+        ShimPids pids = {.shim = getpid(), .rank = -1};
         const RankUser *u = l->user;
 
         /* The rank writes its progress file and owns its log. */
@@ -246,8 +246,8 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
          * group (setsid, double fork) but, orphaned, came back to us, the subreaper. */
         (void) proctree_kill(getpid(), -1, SHIM_KILL_ROUNDS);
 
-        RankExit ex = WIFSIGNALED(st) ? (RankExit){ .signaled = true, .code = WTERMSIG(st) }
-                                      : (RankExit){ .signaled = false, .code = WEXITSTATUS(st) };
+        RankExit ex = WIFSIGNALED(st) ? (RankExit){.signaled = true, .code = WTERMSIG(st)}
+                                      : (RankExit){.signaled = false, .code = WEXITSTATUS(st)};
         char byte;
         ex.start_failed = !ex.signaled && read(start_pipe[0], &byte, 1) == 1;
         (void) agent_shim_write_status(l->rank_dir, ex);
@@ -256,8 +256,7 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
 
 /* Sets up the shim's descriptors: 0 /dev/null, 1 and 2 the log, 3 the pipe, no others. */
 static int shim_fds_setup(const char *log_path, int pipe_w) {
-        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-                          0644);
+        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (log_fd < 0)
                 return -errno;
         int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -343,11 +342,11 @@ int agent_shim_read_status(const char *rank_dir, RankExit *ret) {
         if (sscanf(data, "%15s %d", word, &code) != 2)
                 return -EINVAL;
         if (strcmp(word, "exit") == 0)
-                *ret = (RankExit){ .signaled = false, .code = code };
+                *ret = (RankExit){.signaled = false, .code = code};
         else if (strcmp(word, "signal") == 0)
-                *ret = (RankExit){ .signaled = true, .code = code };
+                *ret = (RankExit){.signaled = true, .code = code};
         else if (strcmp(word, "start") == 0)
-                *ret = (RankExit){ .signaled = false, .code = code, .start_failed = true };
+                *ret = (RankExit){.signaled = false, .code = code, .start_failed = true};
         else
                 return -EINVAL;
         return 1;

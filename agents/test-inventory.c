@@ -16,7 +16,7 @@
 
 /* The inventory object of the register message built from inv. */
 static json_t *inventory_json(const AgentInventory *inv) {
-        static const AgentIdentity id = { .boot_id = "b", .agent_id = "a" };
+        static const AgentIdentity id = {.boot_id = "b", .agent_id = "a"};
         json_t *body = agent_proto_register_body("n1", "h", "127.0.0.1:1", &id, NULL, inv);
         json_t *j = json_incref(json_object_get(body, "inventory"));
         json_decref(body);
@@ -25,7 +25,7 @@ static json_t *inventory_json(const AgentInventory *inv) {
 
 static void test_power8(const char *xml) {
         _cleanup_free_ char *root = test_tmpdir();
-        AccelConfig cfg = { .dev_root = root, .sys_root = root };
+        AccelConfig cfg = {.dev_root = root, .sys_root = root};
         AgentInventory inv;
         CHECK(agent_inventory_load(&inv, xml, &cfg) == 0);
         CHECK(inv.cpus == 16);
@@ -50,7 +50,7 @@ static void test_power8(const char *xml) {
 
 static void test_h100(const char *xml) {
         _cleanup_free_ char *root = test_fake_nvidia_root(8);
-        AccelConfig cfg = { .dev_root = root, .sys_root = root };
+        AccelConfig cfg = {.dev_root = root, .sys_root = root};
         AgentInventory inv;
         CHECK(agent_inventory_load(&inv, xml, &cfg) == 0);
         CHECK(inv.numa_nodes == 2);
@@ -73,14 +73,14 @@ static void test_h100(const char *xml) {
 }
 
 static void test_missing_file(void) {
-        AccelConfig cfg = { .dev_root = "", .sys_root = "" };
-        AgentInventory inv = { .cpus = 42 };
+        AccelConfig cfg = {.dev_root = "", .sys_root = ""};
+        AgentInventory inv = {.cpus = 42};
         CHECK(agent_inventory_load(&inv, "/nonexistent/topology.xml", &cfg) < 0);
         CHECK(inv.cpus == 42);
 }
 
 static void test_this_machine(void) {
-        AccelConfig cfg = { .dev_root = "", .sys_root = "" };
+        AccelConfig cfg = {.dev_root = "", .sys_root = ""};
         AgentInventory inv;
         CHECK(agent_inventory_load(&inv, NULL, &cfg) == 0);
         CHECK(inv.cpus >= 1);

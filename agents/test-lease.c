@@ -35,7 +35,7 @@ static bool wait_exit_ms(Rank *r, int timeout_ms) {
         while (util_now_ms() < end) {
                 if (rank_check_exit(r))
                         return true;
-                struct pollfd p = { .fd = r->pidfd, .events = POLLIN };
+                struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
                 poll(&p, r->pidfd >= 0 ? 1 : 0, 20);
         }
         return rank_check_exit(r);
@@ -64,9 +64,9 @@ static bool wait_gone(pid_t pid) {
 static Rank *start_sleeper(const char *state, int64_t lease_ms, RankKey key, RankTable **t) {
         CHECK(rank_table_new(state, boot_id, t) == 0);
         rank_table_renew_lease(*t, util_boot_ms() + lease_ms);
-        char *argv[] = { "sleep", "60", NULL };
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        RankLaunch l = { .key = key, .argv = argv, .envp = envp };
+        char *argv[] = {"sleep", "60", NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        RankLaunch l = {.key = key, .argv = argv, .envp = envp};
         Rank *r;
         CHECK(rank_table_start(*t, &l, &r) == 0);
         return r;
@@ -87,9 +87,9 @@ static Rank *start_escaping_rank(RankTable *t, RankKey key, const char *esc) {
                 "trap '' TERM; setsid sh -c 'echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 60' & "
                 "while :; do sleep 1; done",
                 esc, esc, esc);
-        char *argv[] = { "sh", "-c", script, NULL };
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        RankLaunch l = { .key = key, .argv = argv, .envp = envp };
+        char *argv[] = {"sh", "-c", script, NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        RankLaunch l = {.key = key, .argv = argv, .envp = envp};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         CHECK(r->state == AGENT_RANK_RUNNING);
@@ -102,7 +102,7 @@ static void test_fenced_when_lease_runs_out(const char *state) {
         int64_t deadline = util_boot_ms() + 1500;
         rank_table_renew_lease(t, deadline);
         _cleanup_free_ char *esc = xasprintf("%s/escapee-1", state);
-        Rank *r = start_escaping_rank(t, (RankKey){ 1, 1, 0 }, esc);
+        Rank *r = start_escaping_rank(t, (RankKey){1, 1, 0}, esc);
         pid_t escapee = wait_pid_file(esc);
         CHECK(getsid(escapee) == escapee); /* it did leave the rank's session */
 
@@ -124,7 +124,7 @@ static void test_fenced_when_lease_runs_out(const char *state) {
 
 static void test_renewals_keep_ranks_across_agents(const char *state) {
         RankTable *t;
-        RankKey key = { 2, 1, 0 };
+        RankKey key = {2, 1, 0};
         Rank *r = start_sleeper(state, 400, key, &t);
         pid_t pid = r->rank_pid;
         /* The agent renews: the rank lives well past the first deadline. */
@@ -149,7 +149,7 @@ static void test_renewals_keep_ranks_across_agents(const char *state) {
 static void test_lost_state_dir_cannot_keep_orphans(const char *state) {
         _cleanup_free_ char *dir = xasprintf("%s/lost", state);
         RankTable *t;
-        pid_t pid = start_sleeper(dir, 1000, (RankKey){ 3, 1, 0 }, &t)->rank_pid;
+        pid_t pid = start_sleeper(dir, 1000, (RankKey){3, 1, 0}, &t)->rank_pid;
         rank_table_free(t);
 
         /* The state directory is wiped and a new agent starts there, renewing its own
@@ -193,9 +193,9 @@ static void test_fork_storm_is_fenced(const char *state) {
         RankTable *t;
         CHECK(rank_table_new(state, boot_id, &t) == 0);
         rank_table_renew_lease(t, util_boot_ms() + 1000);
-        char *argv[] = { "sh", "-c", "while :; do setsid sleep 61.7 & done", NULL };
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        RankLaunch l = { .key = { 6, 1, 0 }, .argv = argv, .envp = envp };
+        char *argv[] = {"sh", "-c", "while :; do setsid sleep 61.7 & done", NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        RankLaunch l = {.key = {6, 1, 0}, .argv = argv, .envp = envp};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         usleep(300 * 1000);
@@ -213,16 +213,16 @@ static void test_tree_ends_with_the_rank(const char *state) {
         RankTable *t;
         CHECK(rank_table_new(state, boot_id, &t) == 0);
         rank_table_renew_lease(t, util_boot_ms() + 600 * 1000);
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
 
         /* The rank exits on its own, leaving an escapee in a new session behind. */
         _cleanup_free_ char *esc = xasprintf("%s/escapee-4", state);
-        _cleanup_free_ char *script = xasprintf(
-                "setsid sh -c 'echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 60' & "
-                "while [ ! -s %s ]; do sleep 0.05; done; exit 3",
-                esc, esc, esc, esc);
-        char *argv[] = { "sh", "-c", script, NULL };
-        RankLaunch l = { .key = { 4, 1, 0 }, .argv = argv, .envp = envp };
+        _cleanup_free_ char *script =
+                xasprintf("setsid sh -c 'echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 60' & "
+                          "while [ ! -s %s ]; do sleep 0.05; done; exit 3",
+                          esc, esc, esc, esc);
+        char *argv[] = {"sh", "-c", script, NULL};
+        RankLaunch l = {.key = {4, 1, 0}, .argv = argv, .envp = envp};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         CHECK(wait_exit_ms(r, 5000));
@@ -242,8 +242,8 @@ static void test_tree_ends_with_the_rank(const char *state) {
                 "os.setpgid(0, os.getsid(0))\n"
                 "time.sleep(60)\n",
                 esc2, esc2, esc2);
-        char *argv2[] = { "python3", "-c", script2, NULL };
-        l = (RankLaunch){ .key = { 4, 1, 1 }, .argv = argv2, .envp = envp };
+        char *argv2[] = {"python3", "-c", script2, NULL};
+        l = (RankLaunch){.key = {4, 1, 1}, .argv = argv2, .envp = envp};
         CHECK(rank_table_start(t, &l, &r) == 0);
         pid_t escapee2 = wait_pid_file(esc2);
         for (int i = 0; i < 100 && getpgid(r->rank_pid) == r->rank_pid; i++)
@@ -288,7 +288,7 @@ static void fill_disk(const char *dir) {
         _cleanup_free_ char *path = xasprintf("%s/fill", dir);
         int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         CHECK(fd >= 0);
-        char block[4096] = { 0 };
+        char block[4096] = {0};
         ssize_t n;
         while ((n = write(fd, block, sizeof(block))) > 0)
                 ;

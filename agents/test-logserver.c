@@ -30,7 +30,7 @@ static size_t body_write(char *p, size_t size, size_t n, void *userdata) {
 /* GETs path from the server; returns the status, *ret_body malloc'd. */
 static long http_get(uint16_t port, const char *path, char **ret_body) {
         _cleanup_free_ char *url = xasprintf("http://127.0.0.1:%u%s", port, path);
-        Body b = { .data = xstrdup(""), .len = 0 };
+        Body b = {.data = xstrdup(""), .len = 0};
         CURL *c = curl_easy_init();
         curl_easy_setopt(c, CURLOPT_URL, url);
         curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
@@ -131,7 +131,7 @@ static void test_server(void) {
         CHECK(http_get(port, "/v1/logs/7/1/1", &body) == 404);
         free(body);
 
-        Writer w = { .log = log, .rank_dir = rank_dir };
+        Writer w = {.log = log, .rank_dir = rank_dir};
         pthread_t thread;
         CHECK(pthread_create(&thread, NULL, writer_run, &w) == 0);
         int64_t start = util_now_ms();

@@ -6,20 +6,19 @@
 #include "protocol.h"
 #include "test-util.h"
 
-static const AgentIdentity test_id = { .boot_id = "boot", .agent_id = "a1" };
+static const AgentIdentity test_id = {.boot_id = "boot", .agent_id = "a1"};
 static void test_sync_body(void) {
         _cleanup_free_ char *state = test_tmpdir();
         RankTable *t;
         CHECK(rank_table_new(state, "boot", &t) == 0);
-        char *argv[] = { "true", NULL };
-        RankLaunch l = { .key = { 7, 2, 1 }, .argv = argv, .error = "no such device" };
+        char *argv[] = {"true", NULL};
+        RankLaunch l = {.key = {7, 2, 1}, .argv = argv, .error = "no such device"};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         CHECK(r->state == AGENT_RANK_EXITED);
 
-        AgentCheckpoint ck = { .job = 7, .attempt = 2, .step = 40,
-                               .path = "/ckpt/step_00000040" };
-        AgentHealth h = { .healthy = false, .reason = "gpu 3 fell off the bus" };
+        AgentCheckpoint ck = {.job = 7, .attempt = 2, .step = 40, .path = "/ckpt/step_00000040"};
+        AgentHealth h = {.healthy = false, .reason = "gpu 3 fell off the bus"};
         json_t *body = agent_proto_sync_body("n1", &test_id, t, &ck, 1, &h, 5);
         CHECK(strcmp(json_string_value(json_object_get(body, "node")), "n1") == 0);
         CHECK(strcmp(json_string_value(json_object_get(body, "agent_id")), "a1") == 0);
@@ -40,11 +39,11 @@ static void test_sync_body(void) {
         json_t *health = json_object_get(body, "health");
         CHECK(json_is_false(json_object_get(health, "healthy")));
         CHECK(strcmp(json_string_value(json_object_get(health, "reason")),
-                      "gpu 3 fell off the bus") == 0);
+                     "gpu 3 fell off the bus") == 0);
         json_decref(body);
 
         /* A later request does not move the stamp of the first report. */
-        AgentHealth ok = { .healthy = true };
+        AgentHealth ok = {.healthy = true};
         body = agent_proto_sync_body("n1", &test_id, t, NULL, 0, &ok, 9);
         CHECK(r->exit_reported_in == 5);
         health = json_object_get(body, "health");
@@ -56,10 +55,10 @@ static void test_sync_body(void) {
 }
 
 static void test_register(void) {
-        AgentInventory inv = { .cpus = 8, .memory_mb = 16000, .numa_nodes = 2 };
+        AgentInventory inv = {.cpus = 8, .memory_mb = 16000, .numa_nodes = 2};
         json_t *labels = json_pack("{s:s}", "zone", "a");
-        json_t *body = agent_proto_register_body("n1", "host", "127.0.0.1:4000", &test_id,
-                                                 labels, &inv);
+        json_t *body =
+                agent_proto_register_body("n1", "host", "127.0.0.1:4000", &test_id, labels, &inv);
         CHECK(body);
         CHECK(strcmp(json_string_value(json_object_get(body, "boot_id")), "boot") == 0);
         CHECK(strcmp(json_string_value(json_object_get(body, "agent_id")), "a1") == 0);

@@ -28,7 +28,7 @@ static void table_open(const char *state, const char *boot, RankTable **t) {
 static void wait_exit(Rank *r) {
         for (int i = 0; i < 100; i++) {
                 if (r->pidfd >= 0) {
-                        struct pollfd p = { .fd = r->pidfd, .events = POLLIN };
+                        struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
                         poll(&p, 1, 100);
                 } else {
                         usleep(100 * 1000);
@@ -48,13 +48,16 @@ static char *read_all(const char *path) {
 }
 
 static void test_adopt_and_kill(const char *state) {
-        char *argv[] = { "sleep", "30", NULL };
-        char *envp[] = { "AXCTL_RANK=0", "PATH=/usr/bin:/bin", NULL };
-        RankKey key = { 7, 1, 0 };
+        char *argv[] = {"sleep", "30", NULL};
+        char *envp[] = {"AXCTL_RANK=0", "PATH=/usr/bin:/bin", NULL};
+        RankKey key = {7, 1, 0};
         RankTable *t;
         table_open(state, boot_id, &t);
-        RankLaunch l = { .key = key, .argv = argv, .envp = envp, .checkpoint_dir = "/ckpt/x",
-                         .hang_timeout_s = 60 };
+        RankLaunch l = {.key = key,
+                        .argv = argv,
+                        .envp = envp,
+                        .checkpoint_dir = "/ckpt/x",
+                        .hang_timeout_s = 60};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         CHECK(r->state == AGENT_RANK_RUNNING);
@@ -97,8 +100,7 @@ static void test_adopt_and_kill(const char *state) {
         table_open(state, boot_id, &t);
         CHECK(rank_table_adopt(t) == 1);
         r = rank_table_find(t, key);
-        CHECK(r && r->state == AGENT_RANK_EXITED && r->exit.signaled &&
-              r->exit.code == SIGTERM);
+        CHECK(r && r->state == AGENT_RANK_EXITED && r->exit.signaled && r->exit.code == SIGTERM);
         rank_table_remove(t, r);
         CHECK(rank_table_count(t) == 0);
         _cleanup_free_ char *dir = xasprintf("%s/ranks/7-1-0", state);
@@ -110,12 +112,11 @@ static void test_adopt_and_kill(const char *state) {
 
 static void test_kill_escalates(const char *state) {
         /* A rank that ignores SIGTERM is killed when the grace period ends. */
-        char *argv[] = { "sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done",
-                         NULL };
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        char *argv[] = {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done", NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
         RankTable *t;
         table_open(state, boot_id, &t);
-        RankLaunch l = { .key = { 8, 2, 1 }, .argv = argv, .envp = envp };
+        RankLaunch l = {.key = {8, 2, 1}, .argv = argv, .envp = envp};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         _cleanup_free_ char *log_path = rank_table_log_path(t, l.key);
@@ -139,11 +140,11 @@ static void test_kill_escalates(const char *state) {
 static void test_exits(const char *state) {
         RankTable *t;
         table_open(state, boot_id, &t);
-        char *envp[] = { "PATH=/usr/bin:/bin", "GREETING=hello from the env", NULL };
+        char *envp[] = {"PATH=/usr/bin:/bin", "GREETING=hello from the env", NULL};
         Rank *r;
 
-        char *code3[] = { "sh", "-c", "echo \"$GREETING\"; pwd; echo oops >&2; exit 3", NULL };
-        RankLaunch l = { .key = { 9, 1, 0 }, .argv = code3, .envp = envp, .workdir = "/" };
+        char *code3[] = {"sh", "-c", "echo \"$GREETING\"; pwd; echo oops >&2; exit 3", NULL};
+        RankLaunch l = {.key = {9, 1, 0}, .argv = code3, .envp = envp, .workdir = "/"};
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
         CHECK(!r->exit.signaled && r->exit.code == 3 && !r->exit.start_failed);
@@ -151,8 +152,8 @@ static void test_exits(const char *state) {
         _cleanup_free_ char *log1 = read_all(p1);
         CHECK(strstr(log1, "--- end environment ---\nhello from the env\n/\noops\n"));
 
-        l = (RankLaunch){ .key = { 9, 1, 1 }, .argv = code3, .envp = envp,
-                          .workdir = "/nonexistent/dir" };
+        l = (RankLaunch){
+                .key = {9, 1, 1}, .argv = code3, .envp = envp, .workdir = "/nonexistent/dir"};
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
         CHECK(!r->exit.signaled && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);
@@ -161,20 +162,19 @@ static void test_exits(const char *state) {
         CHECK(strstr(log2, "cannot change to working directory /nonexistent/dir"));
         CHECK(r->exit.start_failed);
         /* A program that itself exits 127 started: it is not a start failure. */
-        char *own127[] = { "sh", "-c", "exit 127", NULL };
-        l = (RankLaunch){ .key = { 9, 1, 5 }, .argv = own127, .envp = envp };
+        char *own127[] = {"sh", "-c", "exit 127", NULL};
+        l = (RankLaunch){.key = {9, 1, 5}, .argv = own127, .envp = envp};
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
         CHECK(r->exit.code == 127 && !r->exit.start_failed);
         /* The status file says which, for an agent that adopts the rank later. */
         RankExit read_back;
-        CHECK(agent_shim_write_status(r->dir, (RankExit){ .code = 126, .start_failed = true }) ==
-              0);
+        CHECK(agent_shim_write_status(r->dir, (RankExit){.code = 126, .start_failed = true}) == 0);
         CHECK(agent_shim_read_status(r->dir, &read_back) == 1);
         CHECK(read_back.start_failed && read_back.code == 126 && !read_back.signaled);
 
-        char *missing[] = { "no-such-program-axagent", NULL };
-        l = (RankLaunch){ .key = { 9, 1, 2 }, .argv = missing, .envp = envp };
+        char *missing[] = {"no-such-program-axagent", NULL};
+        l = (RankLaunch){.key = {9, 1, 2}, .argv = missing, .envp = envp};
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
         CHECK(!r->exit.signaled && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);
@@ -184,8 +184,10 @@ static void test_exits(const char *state) {
         CHECK(strstr(log3, "cannot execute no-such-program-axagent"));
 
         /* A launch error never forks anything and is recorded at once. */
-        l = (RankLaunch){ .key = { 9, 1, 3 }, .argv = code3, .envp = envp,
-                          .error = "device 9 is not in this node's inventory" };
+        l = (RankLaunch){.key = {9, 1, 3},
+                         .argv = code3,
+                         .envp = envp,
+                         .error = "device 9 is not in this node's inventory"};
         CHECK(rank_table_start(t, &l, &r) == 0);
         CHECK(r->state == AGENT_RANK_EXITED && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);
         _cleanup_free_ char *p4 = rank_table_log_path(t, l.key);
@@ -193,8 +195,8 @@ static void test_exits(const char *state) {
         CHECK(strstr(log4, "cannot start rank: device 9 is not in this node's inventory"));
 
         /* The rank gets exactly the environment it was given. */
-        char *printenv[] = { "/usr/bin/env", NULL };
-        l = (RankLaunch){ .key = { 9, 1, 4 }, .argv = printenv, .envp = envp };
+        char *printenv[] = {"/usr/bin/env", NULL};
+        l = (RankLaunch){.key = {9, 1, 4}, .argv = printenv, .envp = envp};
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
         CHECK(!r->exit.signaled && r->exit.code == 0);
@@ -209,11 +211,11 @@ static void test_exits(const char *state) {
 
 static void test_other_boot(const char *state) {
         /* Pids recorded before a reboot are not trusted. */
-        char *argv[] = { "sleep", "30", NULL };
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        char *argv[] = {"sleep", "30", NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
         RankTable *t;
         table_open(state, "old-boot", &t);
-        RankLaunch l = { .key = { 10, 1, 0 }, .argv = argv, .envp = envp };
+        RankLaunch l = {.key = {10, 1, 0}, .argv = argv, .envp = envp};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         pid_t pid = r->rank_pid;
@@ -231,8 +233,8 @@ static void test_other_boot(const char *state) {
  * environment block; *ret_exit gets its exit code. */
 static char *run_rank(RankTable *t, RankKey key, char **argv, const RankUser *run_as,
                       int *ret_exit) {
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        RankLaunch l = { .key = key, .argv = argv, .envp = envp, .run_as = run_as };
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        RankLaunch l = {.key = key, .argv = argv, .envp = envp, .run_as = run_as};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
@@ -254,8 +256,8 @@ static void test_isolation(const char *state) {
         int leak = open("/dev/null", O_RDONLY);
         int leak_high = fcntl(leak, F_DUPFD, 100);
         CHECK(leak >= 3 && leak_high >= 100);
-        char *fds[] = { "sh", "-c", "ls /proc/$$/fd | tr '\\n' ' '; umask", NULL };
-        _cleanup_free_ char *out = run_rank(t, (RankKey){ 11, 1, 0 }, fds, NULL, &code);
+        char *fds[] = {"sh", "-c", "ls /proc/$$/fd | tr '\\n' ' '; umask", NULL};
+        _cleanup_free_ char *out = run_rank(t, (RankKey){11, 1, 0}, fds, NULL, &code);
         CHECK(code == 0);
         if (strcmp(out, "0 1 2 0022\n") != 0)
                 fprintf(stderr, "rank saw: '%s'\n", out);
@@ -264,11 +266,13 @@ static void test_isolation(const char *state) {
         close(leak_high);
 
         /* A refused user: never started, exit 126, the reason in its log. */
-        char *never[] = { "touch", "/tmp/axagent-test-must-not-exist", NULL };
-        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        RankLaunch l = { .key = { 11, 1, 1 }, .argv = never, .envp = envp,
-                         .error = "user root is root, which this agent refuses",
-                         .error_exit = SHIM_EXIT_USER_REFUSED };
+        char *never[] = {"touch", "/tmp/axagent-test-must-not-exist", NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        RankLaunch l = {.key = {11, 1, 1},
+                        .argv = never,
+                        .envp = envp,
+                        .error = "user root is root, which this agent refuses",
+                        .error_exit = SHIM_EXIT_USER_REFUSED};
         Rank *r;
         CHECK(rank_table_start(t, &l, &r) == 0);
         CHECK(r->state == AGENT_RANK_EXITED && r->exit.code == 126);
@@ -285,30 +289,29 @@ static void test_isolation(const char *state) {
 
         /* As root: the rank runs as the resolved account, owns its log, and the shim
          * does not keep the agent's secret in its memory. */
-        AgentUserPolicy policy = { 0 };
+        AgentUserPolicy policy = {0};
         RankUser nobody;
         char *error = NULL;
         CHECK(agent_user_resolve(&policy, "nobody", &nobody, &error) == 0);
         char secret[] = "axt_secret_token_for_the_test";
         agent_shim_forget_secret(0, secret);
-        char *ids[] = { "sh", "-c", "id -u; id -g; sleep 30", NULL };
-        char *envp2[] = { "PATH=/usr/bin:/bin", NULL };
-        l = (RankLaunch){ .key = { 11, 1, 2 }, .argv = ids, .envp = envp2, .run_as = &nobody };
+        char *ids[] = {"sh", "-c", "id -u; id -g; sleep 30", NULL};
+        char *envp2[] = {"PATH=/usr/bin:/bin", NULL};
+        l = (RankLaunch){.key = {11, 1, 2}, .argv = ids, .envp = envp2, .run_as = &nobody};
         CHECK(rank_table_start(t, &l, &r) == 0);
         CHECK(r->state == AGENT_RANK_RUNNING);
         _cleanup_free_ char *mem_path = xasprintf("/proc/%d/mem", (int) r->shim_pid);
         int mem = open(mem_path, O_RDONLY | O_CLOEXEC);
         CHECK(mem >= 0);
         char copy[sizeof(secret)];
-        CHECK(pread(mem, copy, sizeof(copy), (off_t) (uintptr_t) secret) ==
-              (ssize_t) sizeof(copy));
+        CHECK(pread(mem, copy, sizeof(copy), (off_t) (uintptr_t) secret) == (ssize_t) sizeof(copy));
         close(mem);
         CHECK(memcmp(copy, secret, sizeof(copy)) != 0);
         CHECK(strcmp(secret, "axt_secret_token_for_the_test") == 0);
         agent_shim_forget_secret(0, NULL);
 
-        _cleanup_free_ char *want = xasprintf("%u\n%u\n", (unsigned) nobody.uid,
-                                              (unsigned) nobody.gid);
+        _cleanup_free_ char *want =
+                xasprintf("%u\n%u\n", (unsigned) nobody.uid, (unsigned) nobody.gid);
         _cleanup_free_ char *p2 = rank_table_log_path(t, l.key);
         for (int i = 0; i < 100; i++) {
                 _cleanup_free_ char *log2 = read_all(p2);
@@ -324,18 +327,19 @@ static void test_isolation(const char *state) {
         wait_exit(r);
 
         /* The rank cannot take root back, and enters its workdir as itself. */
-        char *setuid_back[] = { "sh", "-c", "id -u; cat /proc/self/status | grep -i '^Uid'",
-                                NULL };
-        _cleanup_free_ char *out2 = run_rank(t, (RankKey){ 11, 1, 3 }, setuid_back, &nobody,
-                                             &code);
-        _cleanup_free_ char *uid_line = xasprintf("Uid:\t%u\t%u\t%u\t%u\n", nobody.uid,
-                                                  nobody.uid, nobody.uid, nobody.uid);
+        char *setuid_back[] = {"sh", "-c", "id -u; cat /proc/self/status | grep -i '^Uid'", NULL};
+        _cleanup_free_ char *out2 = run_rank(t, (RankKey){11, 1, 3}, setuid_back, &nobody, &code);
+        _cleanup_free_ char *uid_line =
+                xasprintf("Uid:\t%u\t%u\t%u\t%u\n", nobody.uid, nobody.uid, nobody.uid, nobody.uid);
         CHECK(code == 0 && strstr(out2, uid_line));
         _cleanup_free_ char *private_dir = xasprintf("%s/root-only", state);
         CHECK(mkdir(private_dir, 0700) == 0);
-        char *pwd[] = { "pwd", NULL };
-        l = (RankLaunch){ .key = { 11, 1, 4 }, .argv = pwd, .envp = envp2, .run_as = &nobody,
-                          .workdir = private_dir };
+        char *pwd[] = {"pwd", NULL};
+        l = (RankLaunch){.key = {11, 1, 4},
+                         .argv = pwd,
+                         .envp = envp2,
+                         .run_as = &nobody,
+                         .workdir = private_dir};
         CHECK(rank_table_start(t, &l, &r) == 0);
         wait_exit(r);
         CHECK(!r->exit.signaled && r->exit.code == SHIM_EXIT_LAUNCH_FAILED);

@@ -33,12 +33,12 @@ static void test_layers(const AgentInventory *inv) {
         setenv("LANG", "C.UTF-8", 1);
         setenv("LD_PRELOAD", "/agent/lib.so", 1);
         setenv("CREDENTIALS_DIRECTORY", "/run/credentials/axagent.service", 1);
-        json_t *env = json_pack("{s:s, s:s, s:s, s:s, s:s}", "PATH", "/job/bin", "AXCTL_RANK",
-                                "3", "AXCTL_PROGRESS_FILE", "/job/tries/to/override", "A_B", "1",
-                                "USER", "mallory");
-        RankUser user = { .name = "alice", .home = "/home/alice", .shell = "/bin/bash" };
-        RankEnvRequest req = { .env = env, .progress_path = "/state/ranks/1-1-3/progress",
-                               .user = &user };
+        json_t *env = json_pack("{s:s, s:s, s:s, s:s, s:s}", "PATH", "/job/bin", "AXCTL_RANK", "3",
+                                "AXCTL_PROGRESS_FILE", "/job/tries/to/override", "A_B", "1", "USER",
+                                "mallory");
+        RankUser user = {.name = "alice", .home = "/home/alice", .shell = "/bin/bash"};
+        RankEnvRequest req = {
+                .env = env, .progress_path = "/state/ranks/1-1-3/progress", .user = &user};
         char **envp = NULL;
         char *error = NULL;
         CHECK(agent_env_build(&req, inv, &envp, &error) == 0);
@@ -72,7 +72,7 @@ static void test_refusals(const AgentInventory *inv) {
         char *error = NULL;
 
         json_t *bad_env = json_pack("{s:i}", "N", 3);
-        RankEnvRequest req = { .env = bad_env, .progress_path = "/p" };
+        RankEnvRequest req = {.env = bad_env, .progress_path = "/p"};
         CHECK(agent_env_build(&req, inv, &envp, &error) == -EINVAL);
         CHECK(error && strstr(error, "\"N\""));
         free(error);
@@ -80,7 +80,7 @@ static void test_refusals(const AgentInventory *inv) {
         json_decref(bad_env);
 
         json_t *devices = json_pack("[i]", (json_int_t) inv->n_devs);
-        req = (RankEnvRequest){ .devices = devices, .progress_path = "/p" };
+        req = (RankEnvRequest){.devices = devices, .progress_path = "/p"};
         CHECK(agent_env_build(&req, inv, &envp, &error) == -ENODEV);
         CHECK(error && strstr(error, "not in this node's inventory"));
         free(error);
@@ -88,7 +88,7 @@ static void test_refusals(const AgentInventory *inv) {
         json_decref(devices);
 
         devices = json_pack("[s]", "0");
-        req = (RankEnvRequest){ .devices = devices, .progress_path = "/p" };
+        req = (RankEnvRequest){.devices = devices, .progress_path = "/p"};
         CHECK(agent_env_build(&req, inv, &envp, &error) < 0);
         free(error);
         json_decref(devices);
@@ -97,8 +97,10 @@ static void test_refusals(const AgentInventory *inv) {
 static void test_no_env(const AgentInventory *inv) {
         unsetenv("LANG");
         json_t *devices = json_array();
-        RankEnvRequest req = { .devices = devices, .progress_path = "/p",
-                               .accelerator = "none", .profile_dir = "/nonexistent" };
+        RankEnvRequest req = {.devices = devices,
+                              .progress_path = "/p",
+                              .accelerator = "none",
+                              .profile_dir = "/nonexistent"};
         char **envp = NULL;
         char *error = NULL;
         CHECK(agent_env_build(&req, inv, &envp, &error) == 0);
@@ -111,7 +113,7 @@ static void test_no_env(const AgentInventory *inv) {
 
 static void test_gpus(const char *xml) {
         _cleanup_free_ char *root = test_fake_nvidia_root(8);
-        AccelConfig cfg = { .dev_root = root, .sys_root = root };
+        AccelConfig cfg = {.dev_root = root, .sys_root = root};
         AgentInventory inv;
         CHECK(agent_inventory_load(&inv, xml, &cfg) == 0);
         CHECK(inv.n_devs == 8);
@@ -125,8 +127,11 @@ static void test_gpus(const char *xml) {
 
         json_t *env = json_pack("{s:s, s:s}", "FOO", "job", "CUDA_VISIBLE_DEVICES", "0,1,2");
         json_t *devices = json_pack("[i, i]", 3, 1);
-        RankEnvRequest req = { .env = env, .devices = devices, .accelerator = "nvidia-h100",
-                               .profile_dir = profiles, .progress_path = "/p" };
+        RankEnvRequest req = {.env = env,
+                              .devices = devices,
+                              .accelerator = "nvidia-h100",
+                              .profile_dir = profiles,
+                              .progress_path = "/p"};
         char **envp = NULL;
         char *error = NULL;
         CHECK(agent_env_build(&req, &inv, &envp, &error) == 0);
@@ -155,7 +160,7 @@ static void test_gpus(const char *xml) {
 
 int main(void) {
         /* No devices: only the vendor-neutral layers are exercised here. */
-        AgentInventory inv = { .cpus = 4, .memory_mb = 1024, .numa_nodes = 1 };
+        AgentInventory inv = {.cpus = 4, .memory_mb = 1024, .numa_nodes = 1};
         test_layers(&inv);
         test_refusals(&inv);
         test_no_env(&inv);

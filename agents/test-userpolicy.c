@@ -27,7 +27,7 @@ static void test_names(void) {
         CHECK(!agent_user_name_valid("a b"));
         CHECK(!agent_user_name_valid("abcdefghijklmnopqrstuvwxyz0123456789"));
 
-        AgentUserPolicy p = { 0 };
+        AgentUserPolicy p = {0};
         CHECK(agent_user_policy_set_allow(&p, "alice, bob,carol") == 0);
         CHECK(p.allow && strcmp(p.allow[0], "alice") == 0 && strcmp(p.allow[1], "bob") == 0 &&
               strcmp(p.allow[2], "carol") == 0 && !p.allow[3] && !p.allow_any);
@@ -69,7 +69,7 @@ static void test_root_policy(void) {
         uid_t daemon_uid = pw->pw_uid;
 
         /* Default: regular accounts only; root and system accounts refused. */
-        AgentUserPolicy p = { 0 };
+        AgentUserPolicy p = {0};
         CHECK(resolve(&p, "nobody", 0, NULL) == (long) nobody_uid);
         CHECK(resolve(&p, "daemon", -EPERM, "not allowed on this node") == -1);
         CHECK(resolve(&p, "root", -EPERM, "--allow-root") == -1);
@@ -132,7 +132,7 @@ static void test_unprivileged(void) {
         CHECK(pid >= 0);
         if (pid == 0) {
                 CHECK(setgroups(0, NULL) == 0 && setgid(gid) == 0 && setuid(uid) == 0);
-                AgentUserPolicy p = { 0 };
+                AgentUserPolicy p = {0};
                 RankUser u;
                 char *error = NULL;
                 CHECK(agent_user_resolve(&p, "alice", &u, &error) == 0);
@@ -153,7 +153,7 @@ int main(void) {
         test_names();
         if (geteuid() != 0) {
                 /* As an ordinary user: the agent runs ranks as itself. */
-                AgentUserPolicy p = { 0 };
+                AgentUserPolicy p = {0};
                 CHECK(resolve(&p, "someone-else", 0, NULL) == (long) geteuid());
                 fprintf(stderr, "not root: skipping the account switching cases\n");
                 return TEST_SKIP;

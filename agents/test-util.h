@@ -11,13 +11,12 @@
 
 #include "util.h"
 
-#define CHECK(expr)                                                                          \
-        do {                                                                                 \
-                if (!(expr)) {                                                               \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,     \
-                                #expr);                                                      \
-                        exit(1);                                                             \
-                }                                                                            \
+#define CHECK(expr)                                                                              \
+        do {                                                                                     \
+                if (!(expr)) {                                                                   \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
+                        exit(1);                                                                 \
+                }                                                                                \
         } while (0)
 
 /* meson's code for a skipped test. */
@@ -58,4 +57,3 @@ static inline char *test_fake_nvidia_root(int n) {
         free(dev);
         return root;
 }
-

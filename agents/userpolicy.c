@@ -77,7 +77,7 @@ void rank_user_done(RankUser *u) {
         free(u->groups);
         free(u->home);
         free(u->shell);
-        *u = (RankUser){ 0 };
+        *u = (RankUser){0};
 }
 
 /* A passwd entry with its string buffer; fields point into buf. */
@@ -129,8 +129,8 @@ static int user_fill(const struct passwd *pw, bool do_switch, RankUser *ret, cha
                         }
                         /* glibc sets want to the size needed; guard against a loop. */
                         if (want <= n || want > 65536) {
-                                *ret_error = xasprintf("cannot read the groups of user %s",
-                                                       pw->pw_name);
+                                *ret_error =
+                                        xasprintf("cannot read the groups of user %s", pw->pw_name);
                                 rank_user_done(&u);
                                 return -EIO;
                         }
@@ -157,7 +157,7 @@ static bool policy_allows(const AgentUserPolicy *p, const struct passwd *pw) {
 /* A non-root agent: ranks run as the agent's own account. */
 static int resolve_self(const AgentUserPolicy *p, const char *job_user, RankUser *ret,
                         char **ret_error) {
-        PwEntry self = { 0 };
+        PwEntry self = {0};
         int r = pw_lookup(NULL, geteuid(), &self);
         const char *self_name = r == 0 ? self.pw.pw_name : NULL;
         if (p->strict && job_user && !util_streq_ptr(job_user, self_name)) {
@@ -170,7 +170,7 @@ static int resolve_self(const AgentUserPolicy *p, const char *job_user, RankUser
         }
         if (r < 0) {
                 /* No passwd entry (a container with an arbitrary uid): run as it. */
-                *ret = (RankUser){ .uid = geteuid(), .gid = getegid() };
+                *ret = (RankUser){.uid = geteuid(), .gid = getegid()};
                 return 0;
         }
         r = user_fill(&self.pw, false, ret, ret_error);
@@ -185,7 +185,7 @@ int agent_user_resolve(const AgentUserPolicy *p, const char *job_user, RankUser 
         if (geteuid() != 0)
                 return resolve_self(p, job_user, ret, ret_error);
 
-        PwEntry e = { 0 };
+        PwEntry e = {0};
         int r = -ENOENT;
         /* A name that is no account name must not reach NSS (LDAP filters, files). */
         if (job_user && agent_user_name_valid(job_user))

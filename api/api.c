@@ -289,7 +289,10 @@ static void handle_jobs_list(Api *api, Request *req, struct MHD_Connection *con)
                 request_set_forbidden(req, "list the jobs of that project");
                 return;
         }
-        ListCtx c = {.api = api, .req = req, .jobs = json_array(), .ctl = api->ctl,
+        ListCtx c = {.api = api,
+                     .req = req,
+                     .jobs = json_array(),
+                     .ctl = api->ctl,
                      .limit = (int) limit};
         ctl_jobs_foreach(api->ctl, after, state, project, list_one, &c);
         request_set_answer(req, 200,
@@ -351,12 +354,12 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
         }
         const char *follow = query(con, "follow");
         bool following = follow && strcmp(follow, "0") != 0;
-        _cleanup_free_ char *path = xasprintf("/v1/logs/%lld/%d/%d", (long long) job->id,
-                                              r->attempt, r->rank);
+        _cleanup_free_ char *path =
+                xasprintf("/v1/logs/%lld/%d/%d", (long long) job->id, r->attempt, r->rank);
         _cleanup_free_ char *signed_query = ctl_log_url_query(api->ctl, node->name, path);
-        _cleanup_free_ char *url = xasprintf("http://%s%s%s%s", node->address, path, signed_query,
-                                             following ? (*signed_query ? "&follow=1" : "?follow=1")
-                                                       : "");
+        _cleanup_free_ char *url =
+                xasprintf("http://%s%s%s%s", node->address, path, signed_query,
+                          following ? (*signed_query ? "&follow=1" : "?follow=1") : "");
         if (logproxy_start(url, following, &req->proxy) < 0) {
                 request_set_error(req, 500, "internal", NULL, "cannot start streaming the log");
                 return;
@@ -452,7 +455,8 @@ static void handle_submit(Api *api, Request *req, struct MHD_Connection *con) {
                 json_t *user = json_object_get(spec, "user");
                 if (!user)
                         json_object_set_new(spec, "user", json_string(req->who.name));
-                else if (!json_is_string(user) || strcmp(json_string_value(user), req->who.name) != 0) {
+                else if (!json_is_string(user) ||
+                         strcmp(json_string_value(user), req->who.name) != 0) {
                         json_decref(spec);
                         request_set_forbidden(req, "submit as another user");
                         return;
@@ -600,20 +604,21 @@ static void handle_openapi(Request *req) {
 static void handle_healthz(Api *api, Request *req) {
         const char *failure = ctl_failure(api->ctl);
         if (failure) {
-                request_set_answer(req, 503, json_pack("{s:s,s:s}", "status", "failed",
-                                                       "reason", failure));
+                request_set_answer(req, 503,
+                                   json_pack("{s:s,s:s}", "status", "failed", "reason", failure));
                 return;
         }
         int jobs, nodes;
         ctl_counts(api->ctl, &jobs, &nodes);
-        request_set_answer(req, 200, json_pack("{s:s,s:i,s:i}", "status", "ok", "active_jobs",
-                                               jobs, "ready_nodes", nodes));
+        request_set_answer(req, 200,
+                           json_pack("{s:s,s:i,s:i}", "status", "ok", "active_jobs", jobs,
+                                     "ready_nodes", nodes));
 }
 
 /* Whether the route table lets role use r; projects and nodes are checked by handlers. */
 static bool role_allowed(TokenRole role, ApiRoute r) {
-        unsigned bit = role == TOKEN_ROLE_ADMIN ? API_ROLE_ADMIN
-                       : role == TOKEN_ROLE_USER ? API_ROLE_USER
+        unsigned bit = role == TOKEN_ROLE_ADMIN   ? API_ROLE_ADMIN
+                       : role == TOKEN_ROLE_USER  ? API_ROLE_USER
                        : role == TOKEN_ROLE_AGENT ? API_ROLE_AGENT
                                                   : 0;
         return (api_route_roles(&api_routes[r]) & bit) != 0;
@@ -623,8 +628,9 @@ static bool role_allowed(TokenRole role, ApiRoute r) {
 static bool authenticate(Api *api, Request *req, struct MHD_Connection *con, ApiRoute r) {
         const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
         if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
-                request_set_error(req, 401, "unauthorized", NULL,
-                                  "this controller needs a bearer token (Authorization: Bearer ...)");
+                request_set_error(
+                        req, 401, "unauthorized", NULL,
+                        "this controller needs a bearer token (Authorization: Bearer ...)");
                 return false;
         }
         int k = ctl_token_identify(api->ctl, h + 7, &req->who);
@@ -782,8 +788,8 @@ static enum MHD_Result proxy_answer(Api *api, Request *req, struct MHD_Connectio
         unsigned status = (unsigned) atoi(req->proxy_status);
         if (status < 100 || status > 599)
                 status = 502;
-        struct MHD_Response *resp =
-                MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, proxy_read, req, NULL);
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024,
+                                                                      proxy_read, req, NULL);
         if (!resp)
                 return MHD_NO;
         MHD_add_response_header(resp, "Content-Type",
@@ -796,9 +802,8 @@ static enum MHD_Result proxy_answer(Api *api, Request *req, struct MHD_Connectio
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
         Api *api = cls;
         Request *req = *con_cls;
         if (!req) {
@@ -911,8 +916,8 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
                 items[8] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
                                                    (void *) opts->tls_key_pem};
         }
-        api->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, api, MHD_OPTION_ARRAY,
-                                    items, MHD_OPTION_END);
+        api->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, api, MHD_OPTION_ARRAY, items,
+                                    MHD_OPTION_END);
         if (!api->mhd) {
                 close(api->proxy_ep);
                 free(api);

@@ -34,10 +34,25 @@ static bool has_suffix(const char *s, const char *suffix) {
 /* Near misses of real routes match nothing, under any method: the router answers 404. */
 static void test_unknown_paths(void) {
         static const char *const paths[] = {
-                "/v1/jobs/1/x", "/v1/jobs/1/logs/extra", "/v1/jobsx", "/v1/jobs/1/cancel/",
-                "/v1/jobs/1//logs", "/v1/jobs/1/events/1", "/v1/job/1", "/v1/jobs/1/Logs",
-                "/healthz/", "/healthzx", "/v1/agent/sync/x", "/v1/agent", "/v1/nodes/n1",
-                "/v1/nodes/n1/drain/now", "/v1/quotas/p1", "/v2/jobs", "/v1", "/", "",
+                "/v1/jobs/1/x",
+                "/v1/jobs/1/logs/extra",
+                "/v1/jobsx",
+                "/v1/jobs/1/cancel/",
+                "/v1/jobs/1//logs",
+                "/v1/jobs/1/events/1",
+                "/v1/job/1",
+                "/v1/jobs/1/Logs",
+                "/healthz/",
+                "/healthzx",
+                "/v1/agent/sync/x",
+                "/v1/agent",
+                "/v1/nodes/n1",
+                "/v1/nodes/n1/drain/now",
+                "/v1/quotas/p1",
+                "/v2/jobs",
+                "/v1",
+                "/",
+                "",
         };
         static const char *const methods[] = {"GET", "POST", "PUT", "DELETE"};
         char params[2][128];
@@ -46,8 +61,8 @@ static void test_unknown_paths(void) {
                         bool known = true;
                         ApiRoute r = api_route_find(methods[m], paths[i], &known, params, 2);
                         if (r != ROUTE_NOT_FOUND || known) {
-                                fprintf(stderr, "%s %s matched route %d (known %d)\n",
-                                        methods[m], paths[i], r, known);
+                                fprintf(stderr, "%s %s matched route %d (known %d)\n", methods[m],
+                                        paths[i], r, known);
                                 exit(1);
                         }
                 }
@@ -62,8 +77,8 @@ static void test_roles(void) {
         for (int r = 0; r < _ROUTE_MAX; r++) {
                 const ApiRouteInfo *info = &api_routes[r];
                 bool agent_route = has_prefix(info->path, "/v1/agent/");
-                bool admin_only = has_suffix(info->path, "/drain") ||
-                                  has_suffix(info->path, "/undrain");
+                bool admin_only =
+                        has_suffix(info->path, "/drain") || has_suffix(info->path, "/undrain");
                 bool open = strcmp(info->path, "/healthz") == 0;
                 unsigned want = API_ROLE_ADMIN;
                 if (open)
@@ -97,8 +112,8 @@ int main(void) {
                 lower(method);
                 json_t *item = json_object_get(paths, api_routes[r].path);
                 if (!item || !json_object_get(item, method)) {
-                        fprintf(stderr, "route %s %s is not in openapi.json\n", api_routes[r].method,
-                                api_routes[r].path);
+                        fprintf(stderr, "route %s %s is not in openapi.json\n",
+                                api_routes[r].method, api_routes[r].path);
                         return 1;
                 }
         }
@@ -128,12 +143,14 @@ int main(void) {
         bool known;
         CHECK_INT(api_route_find("GET", "/v1/jobs/17", &known, params, 2), ROUTE_JOB_GET);
         CHECK_STR(params[0], "17");
-        CHECK_INT(api_route_find("POST", "/v1/jobs/17/cancel", &known, params, 2), ROUTE_JOB_CANCEL);
+        CHECK_INT(api_route_find("POST", "/v1/jobs/17/cancel", &known, params, 2),
+                  ROUTE_JOB_CANCEL);
         CHECK_INT(api_route_find("GET", "/v1/jobs/17/cancel", &known, params, 2), ROUTE_NOT_FOUND);
         CHECK(known); /* 405, not 404 */
         CHECK_INT(api_route_find("GET", "/v1/jobs//events", &known, params, 2), ROUTE_NOT_FOUND);
         CHECK(!known);
-        CHECK_INT(api_route_find("POST", "/v1/nodes/n-1/drain", &known, params, 2), ROUTE_NODE_DRAIN);
+        CHECK_INT(api_route_find("POST", "/v1/nodes/n-1/drain", &known, params, 2),
+                  ROUTE_NODE_DRAIN);
         CHECK_STR(params[0], "n-1");
         CHECK_INT(api_route_find("GET", "/v1/jobs/1/2", &known, params, 2), ROUTE_NOT_FOUND);
         CHECK(!known);

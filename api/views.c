@@ -23,13 +23,13 @@ static json_t *view_rank(const Rank *r) {
         json_t *devices = json_array();
         for (int i = 0; i < r->n_devices; i++)
                 json_array_append_new(devices, json_integer(r->devices[i]));
-        json_t *j = json_pack("{s:i,s:i,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:i}", "rank", r->rank,
-                              "attempt", r->attempt, "node", r->node_name ? r->node_name : "",
-                              "state", rank_state_to_string(r->state), "pid",
-                              int_or_null(r->pid, 0), "exit_code", int_or_null(r->exit_code, -1),
-                              "signal", int_or_null(r->signal, 0), "step",
-                              int_or_null(r->step, -1), "devices", devices, "local_rank",
-                              r->local_rank, "node_rank", r->node_rank);
+        json_t *j =
+                json_pack("{s:i,s:i,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:i,s:i}", "rank", r->rank,
+                          "attempt", r->attempt, "node", r->node_name ? r->node_name : "", "state",
+                          rank_state_to_string(r->state), "pid", int_or_null(r->pid, 0),
+                          "exit_code", int_or_null(r->exit_code, -1), "signal",
+                          int_or_null(r->signal, 0), "step", int_or_null(r->step, -1), "devices",
+                          devices, "local_rank", r->local_rank, "node_rank", r->node_rank);
         return j;
 }
 
@@ -40,10 +40,10 @@ static json_t *view_attempt(const Attempt *a) {
                               view_time(a->started_ms), "ended_at", view_time(a->ended_ms));
         const char *reason = end_reason_to_string(a->end_reason);
         json_object_set_new(j, "end_reason", reason ? json_string(reason) : json_null());
-        json_object_set_new(j, "failure_class",
-                            reason ? json_string(failure_class_to_string(
-                                             health_classify(a->end_reason)))
-                                   : json_null());
+        json_object_set_new(
+                j, "failure_class",
+                reason ? json_string(failure_class_to_string(health_classify(a->end_reason)))
+                       : json_null());
         json_object_set_new(j, "blamed_node",
                             a->blamed_node ? json_string(a->blamed_node) : json_null());
         json_object_set_new(j, "detail", a->detail ? json_string(a->detail) : json_null());
@@ -58,11 +58,10 @@ json_t *view_job(Controller *ctl, Job *job, bool with_details) {
                 "{s:I,s:s,s:s,s:s,s:i,s:s,s:i,s:i,s:s,s:o,s:o,s:o,s:o,s:i}", "id",
                 (json_int_t) job->id, "name", job->spec->name, "project", job->spec->project,
                 "user", job->spec->user, "priority", job->spec->priority, "state",
-                job_state_to_string(job->state), "attempt", job->attempt, "restarts",
-                job->restarts, "reason", reason, "exit_code", int_or_null(job->exit_code, -1),
-                "created_at", view_time(job->created_ms), "started_at",
-                view_time(job->started_ms), "finished_at", view_time(job->finished_ms),
-                "world_size", job->spec->ranks);
+                job_state_to_string(job->state), "attempt", job->attempt, "restarts", job->restarts,
+                "reason", reason, "exit_code", int_or_null(job->exit_code, -1), "created_at",
+                view_time(job->created_ms), "started_at", view_time(job->started_ms), "finished_at",
+                view_time(job->finished_ms), "world_size", job->spec->ranks);
         json_object_set_new(j, "tier", json_integer(job->tier));
         json_object_set_new(j, "last_checkpoint",
                             job->ckpt_step >= 0
@@ -100,10 +99,9 @@ json_t *view_node(Controller *ctl, Node *node) {
         json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:O,s:{s:i,s:o},s:i}", "name", node->name,
                               "hostname", node->hostname ? node->hostname : "", "state",
                               node_state_to_string(node->state), "reason",
-                              node->reason ? node->reason : "", "labels", node->labels,
-                              "last_seen", view_time(node->last_seen_ms), "inventory",
-                              node->inventory, "free", "cpus", cpus_free, "accelerators",
-                              free_acc, "ranks", ranks);
+                              node->reason ? node->reason : "", "labels", node->labels, "last_seen",
+                              view_time(node->last_seen_ms), "inventory", node->inventory, "free",
+                              "cpus", cpus_free, "accelerators", free_acc, "ranks", ranks);
         json_object_set_new(j, "address", node->address ? json_string(node->address) : json_null());
         return j;
 }

@@ -83,16 +83,20 @@ static void fleet_make(Fleet *f, int n) {
                 l[2] = (SchedLabel){"pool", pool};
                 SchedDevice *d = f->devices + (size_t) i * GPUS_PER_NODE;
                 for (int g = 0; gpu && g < GPUS_PER_NODE; g++)
-                        d[g] = (SchedDevice){.kind = "nvidia-h100", .numa_node = g / 4,
-                                             .pcie_switch = g / 2, .free = true};
-                f->nodes[i] = (SchedNode){.name = name, .schedulable = i % 97 != 5,
+                        d[g] = (SchedDevice){.kind = "nvidia-h100",
+                                             .numa_node = g / 4,
+                                             .pcie_switch = g / 2,
+                                             .free = true};
+                f->nodes[i] = (SchedNode){.name = name,
+                                          .schedulable = i % 97 != 5,
                                           .cpus_free = gpu ? 96 : 64,
                                           .cpus_total = gpu ? 96 : 64,
                                           .memory_free_mb = gpu ? 1 << 20 : 256 << 10,
                                           .memory_total_mb = gpu ? 1 << 20 : 256 << 10,
                                           .devices = gpu ? d : NULL,
                                           .n_devices = gpu ? GPUS_PER_NODE : 0,
-                                          .labels = l, .n_labels = 3};
+                                          .labels = l,
+                                          .n_labels = 3};
         }
 }
 
@@ -107,8 +111,12 @@ static void fleet_free(Fleet *f) {
 static SchedLabel slice_selector[] = {{"pool", "gpu"}};
 
 static SchedJob job_make(int64_t id, int64_t now) {
-        SchedJob j = {.id = id, .project = projects[rng_below(5)], .priority = rng_below(4),
-                      .created_ms = now - rng_below(900000), .cpus = 4, .memory_mb = 8192};
+        SchedJob j = {.id = id,
+                      .project = projects[rng_below(5)],
+                      .priority = rng_below(4),
+                      .created_ms = now - rng_below(900000),
+                      .cpus = 4,
+                      .memory_mb = 8192};
         static char users[40][8];
         int u = rng_below(40);
         snprintf(users[u], sizeof(users[u]), "user%d", u);
@@ -167,13 +175,18 @@ static SchedRunning *running_from(Fleet *f, const SchedJob *jobs, int n_jobs,
                         for (int a = 0; a < apr; a++)
                                 n->devices[rd[r * apr + a]].free = false;
                 }
-                run[p] = (SchedRunning){.id = j->id, .project = j->project, .user = j->user,
-                                        .priority = j->priority, .tier = pl->tier,
+                run[p] = (SchedRunning){.id = j->id,
+                                        .project = j->project,
+                                        .user = j->user,
+                                        .priority = j->priority,
+                                        .tier = pl->tier,
                                         .started_ms = now - rng_below(3600000),
                                         .accelerator = j->accelerator,
                                         .accelerators_per_rank = j->accelerators_per_rank,
-                                        .cpus = j->cpus, .memory_mb = j->memory_mb,
-                                        .n_ranks = pl->n_ranks, .rank_node = rn,
+                                        .cpus = j->cpus,
+                                        .memory_mb = j->memory_mb,
+                                        .n_ranks = pl->n_ranks,
+                                        .rank_node = rn,
                                         .rank_devices = rd};
         }
         *ret_n = res->n_placements;
@@ -201,8 +214,8 @@ static int validate(const SchedSnapshot *s, const SchedResult *res) {
                         int n = pl->rank_node[r];
                         const SchedNode *node = &s->nodes[n];
                         if (!node->schedulable)
-                                bad += printf("job %lld on unschedulable %s\n",
-                                              (long long) j->id, node->name) > 0;
+                                bad += printf("job %lld on unschedulable %s\n", (long long) j->id,
+                                              node->name) > 0;
                         cpus[n] += j->cpus;
                         for (int a = 0; a < pl->accelerators_per_rank; a++) {
                                 int d = pl->rank_devices[r * pl->accelerators_per_rank + a];
@@ -218,8 +231,8 @@ static int validate(const SchedSnapshot *s, const SchedResult *res) {
         }
         for (int i = 0; i < s->n_nodes; i++) {
                 if (cpus[i] > s->nodes[i].cpus_free)
-                        bad += printf("%s: %d cpus placed, %d free\n", s->nodes[i].name,
-                                      cpus[i], s->nodes[i].cpus_free) > 0;
+                        bad += printf("%s: %d cpus placed, %d free\n", s->nodes[i].name, cpus[i],
+                                      s->nodes[i].cpus_free) > 0;
                 free(taken[i]);
         }
         for (int v = 0; v < res->n_preempt; v++)
@@ -250,8 +263,13 @@ static void bench(int n_nodes, int n_jobs, int repeats, const SchedQuota *quota)
                 if (i % 3 == 0)
                         seed[i].project = "adhoc";
         }
-        SchedSnapshot s0 = {.nodes = f.nodes, .n_nodes = f.n, .jobs = seed, .n_jobs = n_seed,
-                            .quota = quota, .now_ms = now, .starvation_after_ms = -1};
+        SchedSnapshot s0 = {.nodes = f.nodes,
+                            .n_nodes = f.n,
+                            .jobs = seed,
+                            .n_jobs = n_seed,
+                            .quota = quota,
+                            .now_ms = now,
+                            .starvation_after_ms = -1};
         SchedResult r0;
         sched_pass(&s0, &r0);
         if (n_seed <= 20000 && validate(&s0, &r0) > 0)
@@ -272,8 +290,14 @@ static void bench(int n_nodes, int n_jobs, int repeats, const SchedQuota *quota)
         SchedJob *jobs = xcalloc((size_t) n_jobs, sizeof(SchedJob));
         for (int i = 0; i < n_jobs; i++)
                 jobs[i] = job_make(i + 1, now);
-        SchedSnapshot s = {.nodes = f.nodes, .n_nodes = f.n, .jobs = jobs, .n_jobs = n_jobs,
-                           .running = run, .n_running = n_run, .quota = quota, .now_ms = now};
+        SchedSnapshot s = {.nodes = f.nodes,
+                           .n_nodes = f.n,
+                           .jobs = jobs,
+                           .n_jobs = n_jobs,
+                           .running = run,
+                           .n_running = n_run,
+                           .quota = quota,
+                           .now_ms = now};
         double *t = xcalloc((size_t) repeats, sizeof(double));
         SchedResult res = {0};
         for (int k = 0; k < repeats; k++) {
@@ -292,13 +316,13 @@ static void bench(int n_nodes, int n_jobs, int repeats, const SchedQuota *quota)
         printf("%6d nodes %7d waiting %6d running (%.0f%% of GPUs, %.0f%% of cpus busy): "
                "pass %.2f ms (median of %d, min %.2f, max %.2f)\n",
                n_nodes, n_jobs, n_run, 100.0 * (double) (gpus - gpus_free) / (double) gpus,
-               100.0 * (double) (cpus - cpus_free) / (double) cpus, t[repeats / 2] * 1e3,
-               repeats, t[0] * 1e3, t[repeats - 1] * 1e3);
+               100.0 * (double) (cpus - cpus_free) / (double) cpus, t[repeats / 2] * 1e3, repeats,
+               t[0] * 1e3, t[repeats - 1] * 1e3);
         printf("        placed %d (%d borrowing), preempt %d; waiting: capacity %d, quota %d, "
                "reserved %d, preempting %d, constraint %d\n",
                res.n_placements, tier1, res.n_preempt, waits[SCHED_WAIT_CAPACITY],
-               waits[SCHED_WAIT_QUOTA], waits[SCHED_WAIT_RESERVED],
-               waits[SCHED_WAIT_PREEMPTING], waits[SCHED_WAIT_CONSTRAINT]);
+               waits[SCHED_WAIT_QUOTA], waits[SCHED_WAIT_RESERVED], waits[SCHED_WAIT_PREEMPTING],
+               waits[SCHED_WAIT_CONSTRAINT]);
         /* Validation is quadratic in places: only on the smaller runs. */
         if (n_jobs <= 20000) {
                 int bad = validate(&s, &res);

@@ -85,7 +85,9 @@ int main(int argc, char **argv) {
         double *lat = xcalloc((size_t) clients * (size_t) per, sizeof(double));
         int64_t t0 = util_now_ms();
         for (int i = 0; i < clients; i++) {
-                cs[i] = (Client){.url = argv[1], .n = per, .id = i,
+                cs[i] = (Client){.url = argv[1],
+                                 .n = per,
+                                 .id = i,
                                  .latency_ms = lat + (size_t) i * (size_t) per};
                 pthread_create(&th[i], NULL, client_run, &cs[i]);
         }

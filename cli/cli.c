@@ -30,16 +30,16 @@ void cli_error(const CliContext *ctx, const char *fmt, ...) {
 }
 
 static const CliOption common_options[] = {
-        { "help", 'h', false, CLI_OPT_HELP },
-        { "json", 0, false, CLI_OPT_JSON },
-        { "url", 0, true, CLI_OPT_URL },
-        { "ca-file", 0, true, CLI_OPT_CA_FILE },
+        {"help", 'h', false, CLI_OPT_HELP},
+        {"json", 0, false, CLI_OPT_JSON},
+        {"url", 0, true, CLI_OPT_URL},
+        {"ca-file", 0, true, CLI_OPT_CA_FILE},
         {},
 };
 
-void cli_args_init(CliArgs *a, const CliContext *ctx, const char *command,
-                   const CliOption *options, int argc, char **argv) {
-        *a = (CliArgs) {
+void cli_args_init(CliArgs *a, const CliContext *ctx, const char *command, const CliOption *options,
+                   int argc, char **argv) {
+        *a = (CliArgs){
                 .ctx = ctx,
                 .command = command,
                 .options = options,
@@ -62,8 +62,8 @@ static const CliOption *option_find(const CliOption *table, const char *name, si
 
 static int args_unknown(CliArgs *a, const char *flag) {
         if (a->command)
-                cli_error(a->ctx, "unknown flag %s for %s (see axctl %s --help)", flag,
-                          a->command, a->command);
+                cli_error(a->ctx, "unknown flag %s for %s (see axctl %s --help)", flag, a->command,
+                          a->command);
         else
                 cli_error(a->ctx, "unknown flag %s (see axctl --help)", flag);
         return CLI_ARG_ERROR;
@@ -71,8 +71,8 @@ static int args_unknown(CliArgs *a, const char *flag) {
 
 static int args_needs_value(CliArgs *a, const char *flag) {
         cli_error(a->ctx, "flag %s%s%s needs a value (see axctl%s%s --help)", flag,
-                  a->command ? " for " : "", a->command ? a->command : "",
-                  a->command ? " " : "", a->command ? a->command : "");
+                  a->command ? " for " : "", a->command ? a->command : "", a->command ? " " : "",
+                  a->command ? a->command : "");
         return CLI_ARG_ERROR;
 }
 
@@ -139,8 +139,8 @@ int cli_args_next(CliArgs *a, const char **ret_value) {
         return o->id;
 }
 
-int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_t min,
-                  int64_t max, int64_t *ret) {
+int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_t min, int64_t max,
+                  int64_t *ret) {
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
@@ -149,8 +149,8 @@ int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_
                 return CLI_EXIT_USAGE;
         }
         if (v < min || v > max) {
-                cli_error(ctx, "%s: %lld is out of range (%lld..%lld)", flag, v,
-                          (long long) min, (long long) max);
+                cli_error(ctx, "%s: %lld is out of range (%lld..%lld)", flag, v, (long long) min,
+                          (long long) max);
                 return CLI_EXIT_USAGE;
         }
         *ret = v;
@@ -196,16 +196,16 @@ typedef struct CliCommand {
 } CliCommand;
 
 static const CliCommand commands[] = {
-        { "submit", cli_cmd_submit, "submit a job (spec file or flags)" },
-        { "status", cli_cmd_status, "show one job in detail, or list jobs" },
-        { "list", cli_cmd_list, "list jobs" },
-        { "cancel", cli_cmd_cancel, "cancel a job" },
-        { "wait", cli_cmd_wait, "wait until a job ends; the exit code tells how" },
-        { "logs", cli_cmd_logs, "print (or follow) a rank's log" },
-        { "events", cli_cmd_events, "print (or follow) the audit trail" },
-        { "nodes", cli_cmd_nodes, "list nodes" },
-        { "drain", cli_cmd_drain, "stop placing ranks on a node" },
-        { "undrain", cli_cmd_undrain, "return a node to service" },
+        {"submit", cli_cmd_submit, "submit a job (spec file or flags)"},
+        {"status", cli_cmd_status, "show one job in detail, or list jobs"},
+        {"list", cli_cmd_list, "list jobs"},
+        {"cancel", cli_cmd_cancel, "cancel a job"},
+        {"wait", cli_cmd_wait, "wait until a job ends; the exit code tells how"},
+        {"logs", cli_cmd_logs, "print (or follow) a rank's log"},
+        {"events", cli_cmd_events, "print (or follow) the audit trail"},
+        {"nodes", cli_cmd_nodes, "list nodes"},
+        {"drain", cli_cmd_drain, "stop placing ranks on a node"},
+        {"undrain", cli_cmd_undrain, "return a node to service"},
 };
 
 static void print_tool_help(FILE *f) {
@@ -263,7 +263,7 @@ static int run_help(CliContext *ctx, int argc, char **argv) {
                 cli_error(ctx, "unknown command %s (see axctl --help)", argv[0]);
                 return CLI_EXIT_USAGE;
         }
-        char *help_argv[] = { (char *) "--help", NULL };
+        char *help_argv[] = {(char *) "--help", NULL};
         return c->run(ctx, 1, help_argv);
 }
 
@@ -272,12 +272,12 @@ enum {
 };
 
 static const CliOption global_options[] = {
-        { "version", 0, false, OPT_VERSION },
+        {"version", 0, false, OPT_VERSION},
         {},
 };
 
 int cli_run(int argc, char **argv, FILE *out, FILE *err) {
-        CliContext ctx = { .out = out, .err = err };
+        CliContext ctx = {.out = out, .err = err};
         /* A broken config file must not stand in the way of --help: it is reported
          * only when a command is about to run. */
         _cleanup_free_ char *config_error = NULL;

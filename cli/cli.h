@@ -18,14 +18,14 @@
 /* Exit codes: part of the interface (CI scripts branch on them; see docs/CLI.md). */
 typedef enum CliExit {
         CLI_EXIT_OK = 0,
-        CLI_EXIT_FAILED = 1,      /* job failed, conflict (409), other command failure */
-        CLI_EXIT_USAGE = 2,       /* bad arguments or input rejected by the API (400/413/422) */
-        CLI_EXIT_CANCELLED = 3,   /* wait: the job was cancelled */
-        CLI_EXIT_TIMEOUT = 4,     /* wait: --timeout passed */
+        CLI_EXIT_FAILED = 1, /* job failed, conflict (409), other command failure */
+        CLI_EXIT_USAGE = 2, /* bad arguments or input rejected by the API (400/413/422) */
+        CLI_EXIT_CANCELLED = 3, /* wait: the job was cancelled */
+        CLI_EXIT_TIMEOUT = 4, /* wait: --timeout passed */
         CLI_EXIT_UNREACHABLE = 5, /* controller unreachable or an unexpected API answer */
-        CLI_EXIT_NOT_FOUND = 6,   /* job or node not found (404) */
+        CLI_EXIT_NOT_FOUND = 6, /* job or node not found (404) */
         CLI_EXIT_UNAUTHENTICATED = 7, /* no token, or the controller rejected it (401) */
-        CLI_EXIT_FORBIDDEN = 8,   /* the token's role may not do this (403) */
+        CLI_EXIT_FORBIDDEN = 8, /* the token's role may not do this (403) */
 } CliExit;
 
 #define CLI_DEFAULT_URL "http://127.0.0.1:8470"
@@ -54,42 +54,42 @@ void cli_error(const CliContext *ctx, const char *fmt, ...) _printf_(2, 3);
 /* ---- args.c: option parsing shared by all commands ---- */
 
 enum {
-        CLI_ARG_END = 0,         /* no more arguments */
-        CLI_ARG_ERROR = -1,      /* bad argument: the message is already printed */
+        CLI_ARG_END = 0, /* no more arguments */
+        CLI_ARG_ERROR = -1, /* bad argument: the message is already printed */
         CLI_ARG_POSITIONAL = -2, /* *ret_value is a positional word */
-        CLI_ARG_REST = -3,       /* options are over; the rest starts at parser.index */
-        CLI_OPT_HELP = 1000,     /* -h / --help: every command has it */
-        CLI_OPT_JSON,            /* --json, also accepted after the command */
-        CLI_OPT_URL,             /* --url URL, also accepted after the command */
-        CLI_OPT_CA_FILE,         /* --ca-file PATH, also accepted after the command */
+        CLI_ARG_REST = -3, /* options are over; the rest starts at parser.index */
+        CLI_OPT_HELP = 1000, /* -h / --help: every command has it */
+        CLI_OPT_JSON, /* --json, also accepted after the command */
+        CLI_OPT_URL, /* --url URL, also accepted after the command */
+        CLI_OPT_CA_FILE, /* --ca-file PATH, also accepted after the command */
 };
 
 typedef struct CliOption {
         const char *long_name; /* without the leading dashes */
-        char short_name;       /* 0 for none */
+        char short_name; /* 0 for none */
         bool has_arg;
         int id; /* positive, below CLI_OPT_HELP */
 } CliOption;
 
 typedef struct CliArgs {
         const CliContext *ctx;
-        const char *command;      /* for messages: "unknown flag --x for <command>" */
+        const char *command; /* for messages: "unknown flag --x for <command>" */
         const CliOption *options; /* terminated by an entry with long_name NULL */
         int argc;
         char **argv;
-        int index;             /* next argument to look at */
+        int index; /* next argument to look at */
         bool rest_at_positional; /* submit: the first positional word starts the command */
-        bool options_done;     /* after "--": everything is positional */
+        bool options_done; /* after "--": everything is positional */
 } CliArgs;
 
-void cli_args_init(CliArgs *a, const CliContext *ctx, const char *command,
-                   const CliOption *options, int argc, char **argv);
+void cli_args_init(CliArgs *a, const CliContext *ctx, const char *command, const CliOption *options,
+                   int argc, char **argv);
 /* Returns an option id (with *ret_value set for options with arguments), or one of
  * CLI_ARG_END, CLI_ARG_POSITIONAL, CLI_ARG_REST, CLI_ARG_ERROR. */
 int cli_args_next(CliArgs *a, const char **ret_value);
 /* Parses a whole decimal integer within [min, max]; prints an error naming flag. */
-int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_t min,
-                  int64_t max, int64_t *ret);
+int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_t min, int64_t max,
+                  int64_t *ret);
 /* Parses a non-negative number of seconds ("1.5" allowed) into milliseconds. */
 int cli_parse_seconds(const CliContext *ctx, const char *flag, const char *s, int64_t *ret_ms);
 /* True for the options every command takes after its name (--json, --url, --ca-file). */
@@ -131,23 +131,23 @@ void cli_context_done(CliContext *ctx);
 /* ---- http.c: the REST client ---- */
 
 typedef struct CliResponse {
-        long status;      /* HTTP status, 0 when the request did not complete */
-        char *body;       /* NUL-terminated, never NULL after a completed request */
+        long status; /* HTTP status, 0 when the request did not complete */
+        char *body; /* NUL-terminated, never NULL after a completed request */
         size_t len;
-        char *error;      /* transport error text when status is 0 */
-        char *final_url;  /* URL after redirects */
+        char *error; /* transport error text when status is 0 */
+        char *final_url; /* URL after redirects */
 } CliResponse;
 
 void cli_response_done(CliResponse *r);
 
 typedef struct CliRequest {
         const char *method; /* "GET" or "POST" */
-        const char *path;   /* appended to ctx->url, e.g. "/v1/jobs?limit=5" */
-        const char *body;   /* JSON body for POST, NULL for none */
+        const char *path; /* appended to ctx->url, e.g. "/v1/jobs?limit=5" */
+        const char *body; /* JSON body for POST, NULL for none */
         const char *idempotency_key;
         bool follow_redirects;
-        bool stream;       /* write a 2xx body to ctx->out as it arrives (logs -f) */
-        long timeout_ms;   /* 0: no total limit */
+        bool stream; /* write a 2xx body to ctx->out as it arrives (logs -f) */
+        long timeout_ms; /* 0: no total limit */
 } CliRequest;
 
 /* Performs a request. Returns 0 when an HTTP answer arrived (any status; the caller
@@ -166,8 +166,8 @@ int cli_report_failure(const CliContext *ctx, const CliResponse *r);
 
 /* The usual call: JSON in, JSON object out. Returns CLI_EXIT_OK with *ret_json set
  * (2xx with a JSON object body), or prints the error and returns its exit code. */
-int cli_api_call(const CliContext *ctx, const char *method, const char *path,
-                 json_t *body, const char *idempotency_key, json_t **ret_json);
+int cli_api_call(const CliContext *ctx, const char *method, const char *path, json_t *body,
+                 const char *idempotency_key, json_t **ret_json);
 /* Escapes a path segment or query value (node names, states); owned by the caller. */
 char *cli_url_escape(const char *s);
 
@@ -205,8 +205,8 @@ char *cli_job_state_line(const json_t *job);
 /* ---- submit.c ---- */
 
 typedef struct CliSubmit {
-        json_t *spec;          /* built from flags (and the -f file merged under them) */
-        char *spec_file;       /* -f argument, "-" for stdin, NULL when none */
+        json_t *spec; /* built from flags (and the -f file merged under them) */
+        char *spec_file; /* -f argument, "-" for stdin, NULL when none */
         char *idempotency_key; /* --idempotency-key, else $AXCTL_IDEMPOTENCY_KEY */
         bool wait;
         int64_t wait_timeout_ms; /* --timeout with --wait, 0 = none */

@@ -85,7 +85,7 @@ static int config_apply(const ConfigFile *cf, CliConfig *ret, char **ret_error) 
 }
 
 int cli_config_load(const char *path, bool must_exist, CliConfig *ret, char **ret_error) {
-        *ret = (CliConfig){ 0 };
+        *ret = (CliConfig){0};
         if (!path)
                 return 0;
         char *text = NULL;
@@ -119,7 +119,7 @@ void cli_config_done(CliConfig *c) {
         free(c->url);
         free(c->ca_file);
         token_free_secret(c->token);
-        *c = (CliConfig){ 0 };
+        *c = (CliConfig){0};
 }
 
 int cli_context_configure(CliContext *ctx, char **ret_error) {
@@ -132,8 +132,8 @@ int cli_context_configure(CliContext *ctx, char **ret_error) {
 
         const char *env_url = getenv("AXCTL_URL");
         cli_context_set_url(ctx, env_url && *env_url ? env_url
-                                 : cfg.url            ? cfg.url
-                                                      : CLI_DEFAULT_URL);
+                                 : cfg.url           ? cfg.url
+                                                     : CLI_DEFAULT_URL);
         const char *env_ca = getenv("AXCTL_CA_FILE");
         cli_context_set_ca_file(ctx, env_ca && *env_ca ? env_ca : cfg.ca_file);
 

@@ -31,7 +31,7 @@ void cli_response_done(CliResponse *r) {
         free(r->body);
         free(r->error);
         free(r->final_url);
-        *r = (CliResponse) {};
+        *r = (CliResponse){};
 }
 
 static size_t sink_write(char *data, size_t size, size_t nmemb, void *userdata) {
@@ -75,7 +75,7 @@ static char *transport_error(CURL *curl, CURLcode code, const char *errbuf) {
 }
 
 int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *r) {
-        *r = (CliResponse) {};
+        *r = (CliResponse){};
         CURL *curl = curl_easy_init();
         if (!curl) {
                 r->error = xstrdup("cannot initialise libcurl");
@@ -84,8 +84,7 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
 
         /* Checked here, because libcurl would only say "problem with the SSL CA cert". */
         if (ctx->ca_file && access(ctx->ca_file, R_OK) < 0) {
-                r->error = xasprintf("cannot read CA file %s: %s", ctx->ca_file,
-                                     strerror(errno));
+                r->error = xasprintf("cannot read CA file %s: %s", ctx->ca_file, strerror(errno));
                 r->final_url = xstrdup(ctx->url);
                 curl_easy_cleanup(curl);
                 return -EIO;
@@ -93,14 +92,14 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
 
         _cleanup_free_ char *url = xasprintf("%s%s", ctx->url, req->path);
         char errbuf[CURL_ERROR_SIZE] = "";
-        Sink sink = { .curl = curl, .r = r, .stream_to = req->stream ? ctx->out : NULL };
+        Sink sink = {.curl = curl, .r = r, .stream_to = req->stream ? ctx->out : NULL};
         struct curl_slist *headers = NULL;
         headers = curl_slist_append(headers, "Accept: application/json");
         /* The API answers at once; waiting for "100 Continue" only adds a round trip. */
         headers = curl_slist_append(headers, "Expect:");
         /* A POST without a body must not claim to be a form (libcurl's default). */
-        headers = curl_slist_append(headers, req->body ? "Content-Type: application/json"
-                                                       : "Content-Type:");
+        headers = curl_slist_append(headers,
+                                    req->body ? "Content-Type: application/json" : "Content-Type:");
         /* libcurl sends a custom Authorization header to the original host and port
          * only, so the token never follows the logs redirect to an agent. */
         if (ctx->token) {
@@ -119,9 +118,9 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
         const char *no_proxy = getenv("no_proxy");
         if (!no_proxy || !*no_proxy)
                 no_proxy = getenv("NO_PROXY");
-        _cleanup_free_ char *no_proxy_list = xasprintf("%s%slocalhost,127.0.0.1,::1",
-                                                       no_proxy ? no_proxy : "",
-                                                       no_proxy && *no_proxy ? "," : "");
+        _cleanup_free_ char *no_proxy_list =
+                xasprintf("%s%slocalhost,127.0.0.1,::1", no_proxy ? no_proxy : "",
+                          no_proxy && *no_proxy ? "," : "");
         curl_easy_setopt(curl, CURLOPT_NOPROXY, no_proxy_list);
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(curl, CURLOPT_USERAGENT, "axctl/" AXCTL_VERSION);
@@ -279,8 +278,8 @@ int cli_api_call(const CliContext *ctx, const char *method, const char *path, js
         json_error_t jerr;
         json_t *root = json_loads(r.body, 0, &jerr);
         if (!json_is_object(root)) {
-                cli_error(ctx, "unexpected answer from controller at %s (HTTP %ld): %s",
-                          ctx->url, r.status, root ? "not a JSON object" : jerr.text);
+                cli_error(ctx, "unexpected answer from controller at %s (HTTP %ld): %s", ctx->url,
+                          r.status, root ? "not a JSON object" : jerr.text);
                 json_decref(root);
                 cli_response_done(&r);
                 return CLI_EXIT_UNREACHABLE;

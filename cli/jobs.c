@@ -43,7 +43,7 @@ int cli_parse_job_id(const CliContext *ctx, const char *s, int64_t *ret) {
 }
 
 static void sleep_ms(int64_t ms) {
-        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
         while (nanosleep(&ts, &ts) < 0)
                 ;
 }
@@ -68,11 +68,10 @@ typedef struct ListQuery {
 static char *list_path(const ListQuery *q, int64_t after) {
         _cleanup_free_ char *state = q->state ? cli_url_escape(q->state) : NULL;
         _cleanup_free_ char *project = q->project ? cli_url_escape(q->project) : NULL;
-        _cleanup_free_ char *limit = q->limit > 0 ? xasprintf("%lld", (long long) q->limit)
-                                                  : NULL;
+        _cleanup_free_ char *limit = q->limit > 0 ? xasprintf("%lld", (long long) q->limit) : NULL;
         _cleanup_free_ char *after_s = after > 0 ? xasprintf("%lld", (long long) after) : NULL;
-        const char *keys[] = { "state", "project", "limit", "after" };
-        const char *values[] = { state, project, limit, after_s };
+        const char *keys[] = {"state", "project", "limit", "after"};
+        const char *values[] = {state, project, limit, after_s};
 
         char *path = xstrdup("/v1/jobs");
         char sep = '?';
@@ -88,15 +87,15 @@ static char *list_path(const ListQuery *q, int64_t after) {
 }
 
 static void print_job_table(const CliContext *ctx, json_t *jobs) {
-        static const char *const headers[] = { "ID",      "NAME",     "PROJECT", "USER",  "STATE",
-                                               "ATTEMPT", "RESTARTS", "AGE",     "REASON" };
+        static const char *const headers[] = {"ID",      "NAME",     "PROJECT", "USER",  "STATE",
+                                              "ATTEMPT", "RESTARTS", "AGE",     "REASON"};
         _cleanup_table_ CliTable *t = cli_table_new(ELEMENTSOF(headers), headers);
         int64_t now = util_wall_ms();
         size_t i;
         json_t *job;
         json_array_foreach(jobs, i, job) {
-                const char *keys[] = { "id",    "name",    "project",  "user",
-                                       "state", "attempt", "restarts" };
+                const char *keys[] = {"id",    "name",    "project", "user",
+                                      "state", "attempt", "restarts"};
                 char *cells[9] = {};
                 for (size_t k = 0; k < ELEMENTSOF(keys); k++)
                         cells[k] = cli_json_cell(json_object_get(job, keys[k]));
@@ -143,8 +142,8 @@ static int list_run(const CliContext *ctx, const ListQuery *q) {
 
         if (ctx->json) {
                 if (q->all) {
-                        _cleanup_json_ json_t *out = json_pack("{s:O,s:n}", "jobs", all,
-                                                               "next_after");
+                        _cleanup_json_ json_t *out =
+                                json_pack("{s:O,s:n}", "jobs", all, "next_after");
                         cli_json_print(ctx->out, out);
                 } else {
                         cli_json_print(ctx->out, first);
@@ -186,10 +185,10 @@ static int list_option(const CliContext *ctx, ListQuery *q, int id, const char *
 
 int cli_cmd_list(CliContext *ctx, int argc, char **argv) {
         static const CliOption options[] = {
-                { "state", 0, true, OPT_STATE },
-                { "project", 0, true, OPT_PROJECT },
-                { "limit", 0, true, OPT_LIMIT },
-                { "all", 0, false, OPT_ALL },
+                {"state", 0, true, OPT_STATE},
+                {"project", 0, true, OPT_PROJECT},
+                {"limit", 0, true, OPT_LIMIT},
+                {"all", 0, false, OPT_ALL},
                 {},
         };
         ListQuery q = {};
@@ -252,9 +251,9 @@ static void print_value_line(FILE *f, const char *key, json_t *v) {
 }
 
 static void print_attempts(FILE *f, json_t *attempts, int64_t now) {
-        static const char *const headers[] = { "ATTEMPT",     "STATE", "RESUME-STEP",
-                                               "STARTED",     "ENDED", "END-REASON",
-                                               "BLAMED-NODE", "CLASS", "DETAIL" };
+        static const char *const headers[] = {"ATTEMPT",     "STATE", "RESUME-STEP",
+                                              "STARTED",     "ENDED", "END-REASON",
+                                              "BLAMED-NODE", "CLASS", "DETAIL"};
         _cleanup_table_ CliTable *t = cli_table_new(ELEMENTSOF(headers), headers);
         size_t i;
         json_t *at;
@@ -269,10 +268,10 @@ static void print_attempts(FILE *f, json_t *attempts, int64_t now) {
                 _cleanup_free_ char *detail = cli_json_cell(json_object_get(at, "detail"));
                 cli_format_age_since(json_string_value(json_object_get(at, "started_at")), now,
                                      started, sizeof(started));
-                cli_format_age_since(json_string_value(json_object_get(at, "ended_at")), now,
-                                     ended, sizeof(ended));
-                const char *cells[] = { num,   state,  resume, started, ended,
-                                        reason, blamed, cls,    detail };
+                cli_format_age_since(json_string_value(json_object_get(at, "ended_at")), now, ended,
+                                     sizeof(ended));
+                const char *cells[] = {num,    state,  resume, started, ended,
+                                       reason, blamed, cls,    detail};
                 cli_table_add_row(t, cells);
         }
         cli_table_print(t, f);
@@ -294,10 +293,10 @@ static char *devices_cell(json_t *devices) {
 }
 
 static void print_ranks(FILE *f, json_t *ranks) {
-        static const char *const headers[] = { "RANK", "ATTEMPT", "NODE", "STATE",  "PID",
-                                               "EXIT", "SIGNAL",  "STEP", "DEVICES" };
-        static const char *const keys[] = { "rank", "attempt", "node",   "state",
-                                             "pid",  "exit_code", "signal", "step" };
+        static const char *const headers[] = {"RANK", "ATTEMPT", "NODE", "STATE",  "PID",
+                                              "EXIT", "SIGNAL",  "STEP", "DEVICES"};
+        static const char *const keys[] = {"rank", "attempt",   "node",   "state",
+                                           "pid",  "exit_code", "signal", "step"};
         _cleanup_table_ CliTable *t = cli_table_new(ELEMENTSOF(headers), headers);
         size_t i;
         json_t *rank;
@@ -362,14 +361,10 @@ static void print_job_summary(FILE *f, json_t *job) {
 
 int cli_cmd_status(CliContext *ctx, int argc, char **argv) {
         static const CliOption options[] = {
-                { "state", 0, true, OPT_STATE },
-                { "project", 0, true, OPT_PROJECT },
-                { "limit", 0, true, OPT_LIMIT },
-                { "all", 0, false, OPT_ALL },
-                { "env", 0, false, OPT_ENV },
-                { "rank", 0, true, OPT_RANK },
-                { "attempt", 0, true, OPT_ATTEMPT },
-                {},
+                {"state", 0, true, OPT_STATE},     {"project", 0, true, OPT_PROJECT},
+                {"limit", 0, true, OPT_LIMIT},     {"all", 0, false, OPT_ALL},
+                {"env", 0, false, OPT_ENV},        {"rank", 0, true, OPT_RANK},
+                {"attempt", 0, true, OPT_ATTEMPT}, {},
         };
         ListQuery q = {};
         bool list_flags = false, env = false;
@@ -496,7 +491,7 @@ static int parse_job_only(CliContext *ctx, const char *command, const char *help
 }
 
 int cli_cmd_cancel(CliContext *ctx, int argc, char **argv) {
-        static const CliOption options[] = { {} };
+        static const CliOption options[] = {{}};
         int64_t id;
         int r = parse_job_only(ctx, "cancel", cancel_help, options, argc, argv, &id, NULL, NULL);
         if (r < 0)
@@ -549,7 +544,7 @@ int cli_job_wait(const CliContext *ctx, int64_t id, int64_t timeout_ms) {
                 long request_timeout = 10000;
                 if (deadline && deadline - now + 1000 < request_timeout)
                         request_timeout = (long) (deadline - now + 1000);
-                CliRequest req = { .method = "GET", .path = path, .timeout_ms = request_timeout };
+                CliRequest req = {.method = "GET", .path = path, .timeout_ms = request_timeout};
                 CliResponse resp;
                 cli_http_perform(ctx, &req, &resp);
                 now = util_now_ms();
@@ -622,7 +617,7 @@ static int wait_option(CliContext *ctx, int id, const char *value, void *userdat
 
 int cli_cmd_wait(CliContext *ctx, int argc, char **argv) {
         static const CliOption options[] = {
-                { "timeout", 0, true, OPT_TIMEOUT },
+                {"timeout", 0, true, OPT_TIMEOUT},
                 {},
         };
         int64_t id, timeout_ms = 0;

@@ -17,7 +17,7 @@ static const char env_begin[] = "--- axctl environment ---";
 static const char env_end[] = "--- end environment ---";
 
 static void sleep_ms(int64_t ms) {
-        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
         while (nanosleep(&ts, &ts) < 0)
                 ;
 }
@@ -56,9 +56,8 @@ char *cli_env_block_extract(const char *log) {
 }
 
 static char *logs_path(int64_t id, int64_t rank, int64_t attempt, bool follow) {
-        _cleanup_free_ char *attempt_q = attempt > 0 ? xasprintf("&attempt=%lld",
-                                                                 (long long) attempt)
-                                                     : NULL;
+        _cleanup_free_ char *attempt_q =
+                attempt > 0 ? xasprintf("&attempt=%lld", (long long) attempt) : NULL;
         return xasprintf("/v1/jobs/%lld/logs?rank=%lld%s%s", (long long) id, (long long) rank,
                          attempt_q ? attempt_q : "", follow ? "&follow=1" : "");
 }
@@ -68,8 +67,8 @@ static char *logs_path(int64_t id, int64_t rank, int64_t attempt, bool follow) {
 static int print_one_env(const CliContext *ctx, int64_t id, int64_t rank, int64_t attempt,
                          json_t *json_out) {
         _cleanup_free_ char *path = logs_path(id, rank, attempt, false);
-        CliRequest req = { .method = "GET", .path = path, .follow_redirects = true,
-                           .timeout_ms = 30000 };
+        CliRequest req = {
+                .method = "GET", .path = path, .follow_redirects = true, .timeout_ms = 30000};
         CliResponse resp;
         cli_http_perform(ctx, &req, &resp);
         if (resp.status < 200 || resp.status >= 300) {
@@ -102,8 +101,8 @@ static int print_one_env(const CliContext *ctx, int64_t id, int64_t rank, int64_
                 *eq = '\0';
                 json_object_set_new(env, line, json_string(eq + 1));
         }
-        json_array_append_new(json_out, json_pack("{s:I,s:o}", "rank", (json_int_t) rank,
-                                                  "env", env));
+        json_array_append_new(json_out,
+                              json_pack("{s:I,s:o}", "rank", (json_int_t) rank, "env", env));
         return CLI_EXIT_OK;
 }
 
@@ -121,8 +120,7 @@ int cli_print_rank_env(const CliContext *ctx, const json_t *job, int64_t rank, i
                         bool seen = false;
                         size_t k;
                         json_t *w;
-                        json_array_foreach(wanted, k, w)
-                                seen = seen || json_integer_value(w) == n;
+                        json_array_foreach(wanted, k, w) seen = seen || json_integer_value(w) == n;
                         if (!seen)
                                 json_array_append_new(wanted, json_integer(n));
                 }
@@ -169,9 +167,9 @@ enum {
 
 int cli_cmd_logs(CliContext *ctx, int argc, char **argv) {
         static const CliOption options[] = {
-                { "rank", 'r', true, OPT_RANK },
-                { "attempt", 'a', true, OPT_ATTEMPT },
-                { "follow", 'f', false, OPT_FOLLOW },
+                {"rank", 'r', true, OPT_RANK},
+                {"attempt", 'a', true, OPT_ATTEMPT},
+                {"follow", 'f', false, OPT_FOLLOW},
                 {},
         };
         int64_t id = 0, rank = 0, attempt = 0;
@@ -218,8 +216,7 @@ int cli_cmd_logs(CliContext *ctx, int argc, char **argv) {
 
         /* follow=1 asks the controller to keep streaming until the rank ends. */
         _cleanup_free_ char *path = logs_path(id, rank, attempt, follow);
-        CliRequest req = { .method = "GET", .path = path, .follow_redirects = true,
-                           .stream = true };
+        CliRequest req = {.method = "GET", .path = path, .follow_redirects = true, .stream = true};
         CliResponse resp;
         cli_http_perform(ctx, &req, &resp);
         int r = CLI_EXIT_OK;
@@ -242,8 +239,8 @@ static const char events_help[] =
         "With --json: the API's {\"events\": [...]}; with --json -f, one compact JSON\n"
         "event per line (JSON Lines).\n";
 
-static void events_add(const CliContext *ctx, CliTable *t, json_t *events, int64_t job,
-                       bool follow, int64_t *last_seq) {
+static void events_add(const CliContext *ctx, CliTable *t, json_t *events, int64_t job, bool follow,
+                       int64_t *last_seq) {
         size_t i;
         json_t *e;
         json_array_foreach(events, i, e) {
@@ -258,8 +255,7 @@ static void events_add(const CliContext *ctx, CliTable *t, json_t *events, int64
                         free(line);
                         continue;
                 }
-                static const char *const keys[] = { "seq", "time", "job", "node", "kind",
-                                                     "detail" };
+                static const char *const keys[] = {"seq", "time", "job", "node", "kind", "detail"};
                 char *cells[ELEMENTSOF(keys)];
                 for (size_t k = 0; k < ELEMENTSOF(keys); k++)
                         cells[k] = cli_json_cell(json_object_get(e, keys[k]));
@@ -276,9 +272,9 @@ static int events_follow(const CliContext *ctx, CliTable *t, int64_t job, int64_
         int64_t outage_since = 0;
         for (;;) {
                 sleep_ms(CLI_EVENTS_POLL_MS);
-                _cleanup_free_ char *path = xasprintf("/v1/events?after=%lld",
-                                                      (long long) last_seq);
-                CliRequest req = { .method = "GET", .path = path, .timeout_ms = 10000 };
+                _cleanup_free_ char *path =
+                        xasprintf("/v1/events?after=%lld", (long long) last_seq);
+                CliRequest req = {.method = "GET", .path = path, .timeout_ms = 10000};
                 CliResponse resp;
                 cli_http_perform(ctx, &req, &resp);
                 if (resp.status == 0 || resp.status >= 500) {
@@ -310,7 +306,7 @@ static int events_follow(const CliContext *ctx, CliTable *t, int64_t job, int64_
 
 int cli_cmd_events(CliContext *ctx, int argc, char **argv) {
         static const CliOption options[] = {
-                { "follow", 'f', false, OPT_FOLLOW },
+                {"follow", 'f', false, OPT_FOLLOW},
                 {},
         };
         int64_t id = 0;
@@ -340,8 +336,8 @@ int cli_cmd_events(CliContext *ctx, int argc, char **argv) {
                 }
         }
 
-        _cleanup_free_ char *path = id > 0 ? xasprintf("/v1/jobs/%lld/events", (long long) id)
-                                           : xstrdup("/v1/events");
+        _cleanup_free_ char *path =
+                id > 0 ? xasprintf("/v1/jobs/%lld/events", (long long) id) : xstrdup("/v1/events");
         _cleanup_json_ json_t *doc = NULL;
         int r = cli_api_call(ctx, "GET", path, NULL, NULL, &doc);
         if (r != CLI_EXIT_OK)
@@ -356,7 +352,7 @@ int cli_cmd_events(CliContext *ctx, int argc, char **argv) {
                 return CLI_EXIT_OK;
         }
 
-        static const char *const headers[] = { "SEQ", "TIME", "JOB", "NODE", "KIND", "DETAIL" };
+        static const char *const headers[] = {"SEQ", "TIME", "JOB", "NODE", "KIND", "DETAIL"};
         _cleanup_table_ CliTable *t = cli_table_new(ELEMENTSOF(headers), headers);
         int64_t last_seq = 0;
         events_add(ctx, t, events, 0, follow, &last_seq);

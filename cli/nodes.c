@@ -59,8 +59,8 @@ char *cli_node_accelerators_cell(const json_t *node) {
                 const char *kind = json_string_value(k);
                 json_t *free_v = json_object_get(free_map, kind);
                 /* A kind missing from "free" is unknown, not zero. */
-                _cleanup_free_ char *free_s = json_is_integer(free_v) ? cli_json_cell(free_v)
-                                                                      : xstrdup("?");
+                _cleanup_free_ char *free_s =
+                        json_is_integer(free_v) ? cli_json_cell(free_v) : xstrdup("?");
                 char *n = xasprintf("%s%s%s x%lld (%s free)", s, i ? ", " : "", kind,
                                     (long long) json_integer_value(json_object_get(counts, kind)),
                                     free_s);
@@ -79,14 +79,13 @@ static char *cpus_cell(const json_t *node) {
         return xasprintf("%s/%lld", f, (long long) json_integer_value(total));
 }
 
-static int parse_simple(CliContext *ctx, const char *command, const char *help,
-                        const char *what, int argc, char **argv, bool *now_flag,
-                        const char **ret_positional) {
+static int parse_simple(CliContext *ctx, const char *command, const char *help, const char *what,
+                        int argc, char **argv, bool *now_flag, const char **ret_positional) {
         static const CliOption drain_options[] = {
-                { "now", 0, false, 1 },
+                {"now", 0, false, 1},
                 {},
         };
-        static const CliOption no_options[] = { {} };
+        static const CliOption no_options[] = {{}};
         CliArgs a;
         cli_args_init(&a, ctx, command, now_flag ? drain_options : no_options, argc, argv);
         *ret_positional = NULL;
@@ -138,8 +137,8 @@ int cli_cmd_nodes(CliContext *ctx, int argc, char **argv) {
                 return CLI_EXIT_OK;
         }
 
-        static const char *const headers[] = { "NAME",  "STATE", "ADDRESS", "CPUS",
-                                               "ACCELERATORS", "RANKS", "REASON", "LAST-SEEN" };
+        static const char *const headers[] = {"NAME",         "STATE", "ADDRESS", "CPUS",
+                                              "ACCELERATORS", "RANKS", "REASON",  "LAST-SEEN"};
         _cleanup_table_ CliTable *t = cli_table_new(ELEMENTSOF(headers), headers);
         int64_t now = util_wall_ms();
         size_t i;
@@ -155,7 +154,7 @@ int cli_cmd_nodes(CliContext *ctx, int argc, char **argv) {
                 _cleanup_free_ char *reason = cli_json_cell(json_object_get(node, "reason"));
                 cli_format_age_since(json_string_value(json_object_get(node, "last_seen")), now,
                                      seen, sizeof(seen));
-                const char *cells[] = { name, state, address, cpus, accels, ranks, reason, seen };
+                const char *cells[] = {name, state, address, cpus, accels, ranks, reason, seen};
                 cli_table_add_row(t, cells);
         }
         cli_table_print(t, ctx->out);
@@ -194,8 +193,7 @@ int cli_cmd_drain(CliContext *ctx, int argc, char **argv) {
 
 int cli_cmd_undrain(CliContext *ctx, int argc, char **argv) {
         const char *name;
-        int r = parse_simple(ctx, "undrain", undrain_help, "a NODE name", argc, argv, NULL,
-                             &name);
+        int r = parse_simple(ctx, "undrain", undrain_help, "a NODE name", argc, argv, NULL, &name);
         if (r < 0)
                 return CLI_EXIT_OK;
         if (r != CLI_EXIT_OK)

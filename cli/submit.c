@@ -76,27 +76,27 @@ enum {
 };
 
 static const CliOption submit_options[] = {
-        { "file", 'f', true, OPT_FILE },
-        { "name", 0, true, OPT_NAME },
-        { "project", 0, true, OPT_PROJECT },
-        { "user", 0, true, OPT_USER },
-        { "priority", 0, true, OPT_PRIORITY },
-        { "ranks", 0, true, OPT_RANKS },
-        { "ranks-per-node", 0, true, OPT_RANKS_PER_NODE },
-        { "accelerator", 0, true, OPT_ACCELERATOR },
-        { "accelerators-per-rank", 0, true, OPT_ACCELERATORS_PER_RANK },
-        { "cpus", 0, true, OPT_CPUS },
-        { "memory-mb", 0, true, OPT_MEMORY_MB },
-        { "framework", 0, true, OPT_FRAMEWORK },
-        { "checkpoint-dir", 0, true, OPT_CHECKPOINT_DIR },
-        { "max-restarts", 0, true, OPT_MAX_RESTARTS },
-        { "hang-timeout", 0, true, OPT_HANG_TIMEOUT },
-        { "env", 0, true, OPT_ENV },
-        { "label", 0, true, OPT_LABEL },
-        { "workdir", 0, true, OPT_WORKDIR },
-        { "idempotency-key", 0, true, OPT_IDEMPOTENCY_KEY },
-        { "wait", 0, false, OPT_WAIT },
-        { "timeout", 0, true, OPT_TIMEOUT },
+        {"file", 'f', true, OPT_FILE},
+        {"name", 0, true, OPT_NAME},
+        {"project", 0, true, OPT_PROJECT},
+        {"user", 0, true, OPT_USER},
+        {"priority", 0, true, OPT_PRIORITY},
+        {"ranks", 0, true, OPT_RANKS},
+        {"ranks-per-node", 0, true, OPT_RANKS_PER_NODE},
+        {"accelerator", 0, true, OPT_ACCELERATOR},
+        {"accelerators-per-rank", 0, true, OPT_ACCELERATORS_PER_RANK},
+        {"cpus", 0, true, OPT_CPUS},
+        {"memory-mb", 0, true, OPT_MEMORY_MB},
+        {"framework", 0, true, OPT_FRAMEWORK},
+        {"checkpoint-dir", 0, true, OPT_CHECKPOINT_DIR},
+        {"max-restarts", 0, true, OPT_MAX_RESTARTS},
+        {"hang-timeout", 0, true, OPT_HANG_TIMEOUT},
+        {"env", 0, true, OPT_ENV},
+        {"label", 0, true, OPT_LABEL},
+        {"workdir", 0, true, OPT_WORKDIR},
+        {"idempotency-key", 0, true, OPT_IDEMPOTENCY_KEY},
+        {"wait", 0, false, OPT_WAIT},
+        {"timeout", 0, true, OPT_TIMEOUT},
         {},
 };
 
@@ -104,7 +104,7 @@ void cli_submit_done(CliSubmit *s) {
         json_decref(s->spec);
         free(s->spec_file);
         free(s->idempotency_key);
-        *s = (CliSubmit) {};
+        *s = (CliSubmit){};
 }
 
 /* Returns the nested object key of spec, creating it when missing. */
@@ -163,8 +163,7 @@ static int submit_apply_option(const CliContext *ctx, CliSubmit *s, int id, cons
         case OPT_RANKS_PER_NODE:
                 return set_int(ctx, spec, "ranks_per_node", "--ranks-per-node", v, 0);
         case OPT_ACCELERATOR:
-                json_object_set_new(spec_object(spec, "resources"), "accelerator",
-                                    json_string(v));
+                json_object_set_new(spec_object(spec, "resources"), "accelerator", json_string(v));
                 return CLI_EXIT_OK;
         case OPT_ACCELERATORS_PER_RANK:
                 return set_int(ctx, spec_object(spec, "resources"), "accelerators_per_rank",
@@ -172,13 +171,12 @@ static int submit_apply_option(const CliContext *ctx, CliSubmit *s, int id, cons
         case OPT_CPUS:
                 return set_int(ctx, spec_object(spec, "resources"), "cpus", "--cpus", v, 0);
         case OPT_MEMORY_MB:
-                return set_int(ctx, spec_object(spec, "resources"), "memory_mb", "--memory-mb",
-                               v, 0);
+                return set_int(ctx, spec_object(spec, "resources"), "memory_mb", "--memory-mb", v,
+                               0);
         case OPT_FRAMEWORK:
                 /* The controller's own parser decides what is a framework. */
                 if (framework_from_string(v) == _FRAMEWORK_INVALID) {
-                        cli_error(ctx, "--framework: unknown framework '%s' (torch, jax, none)",
-                                  v);
+                        cli_error(ctx, "--framework: unknown framework '%s' (torch, jax, none)", v);
                         return CLI_EXIT_USAGE;
                 }
                 json_object_set_new(spec, "framework", json_string(v));
@@ -187,8 +185,8 @@ static int submit_apply_option(const CliContext *ctx, CliSubmit *s, int id, cons
                 json_object_set_new(spec, "checkpoint_dir", json_string(v));
                 return CLI_EXIT_OK;
         case OPT_MAX_RESTARTS:
-                return set_int(ctx, spec_object(spec, "restart"), "max_restarts",
-                               "--max-restarts", v, 0);
+                return set_int(ctx, spec_object(spec, "restart"), "max_restarts", "--max-restarts",
+                               v, 0);
         case OPT_HANG_TIMEOUT:
                 return set_int(ctx, spec, "hang_timeout_s", "--hang-timeout", v, 0);
         case OPT_ENV:
@@ -213,7 +211,7 @@ static int submit_apply_option(const CliContext *ctx, CliSubmit *s, int id, cons
 
 int cli_submit_parse(CliContext *ctx, int argc, char **argv, const char *default_user,
                      CliSubmit *s) {
-        *s = (CliSubmit) { .spec = json_object() };
+        *s = (CliSubmit){.spec = json_object()};
         CliArgs a;
         cli_args_init(&a, ctx, "submit", submit_options, argc, argv);
         a.rest_at_positional = true;

@@ -438,8 +438,7 @@ static void test_auth(void) {
         /* No token: 401 is exit 7 with the hint; nothing is sent. */
         Run r = run((char *[]){"status", "7", NULL});
         assert(fake.authorization[0] == '\0');
-        expect(r, 7, "",
-               "axctl: not authenticated: missing or unknown token (set AXCTL_TOKEN)\n");
+        expect(r, 7, "", "axctl: not authenticated: missing or unknown token (set AXCTL_TOKEN)\n");
 
         setenv("AXCTL_TOKEN", "admin-token", 1);
         r = run((char *[]){"status", "7", NULL});
@@ -516,8 +515,7 @@ static void test_config(void) {
         /* Without a token the file may be world-readable. */
         _cleanup_free_ char *plain = xasprintf("url = %s\n", url);
         write_config(path, 0644, plain);
-        expect(run_plain((char *[]){"axctl", "status", "7", NULL}), 7, "",
-               "(set AXCTL_TOKEN)");
+        expect(run_plain((char *[]){"axctl", "status", "7", NULL}), 7, "", "(set AXCTL_TOKEN)");
 
         /* Unknown keys and a missing $AXCTL_CONFIG are errors, mangled tokens too. */
         write_config(path, 0600, "tokn = x\n");

@@ -48,8 +48,8 @@ static bool one_line(const char *s) {
 static void expect_error(int code, const char *needle, char **argv) {
         Run r = run(argv);
         if (r.code != code || !strstr(r.err, needle) || !one_line(r.err))
-                fprintf(stderr, "%s: exit %d (want %d), stderr '%s' (want '%s')\n", argv[1],
-                        r.code, code, r.err, needle);
+                fprintf(stderr, "%s: exit %d (want %d), stderr '%s' (want '%s')\n", argv[1], r.code,
+                        code, r.err, needle);
         assert(r.code == code);
         assert(strstr(r.err, needle));
         assert(one_line(r.err));
@@ -86,21 +86,22 @@ static void test_api_messages(void) {
                 const char *body;
                 const char *want;
         } cases[] = {
-                { 400,
-                  "{\"error\":{\"code\":\"invalid_spec\",\"message\":\"ranks: must be at least 1\","
-                  "\"field\":\"ranks\"}}",
-                  "invalid spec: ranks: must be at least 1 (field ranks)" },
-                { 404, "{\"error\":{\"code\":\"not_found\",\"message\":\"no job 9\"}}",
-                  "not found: no job 9" },
-                { 409, "{\"error\":{\"code\":\"conflict\",\"message\":\"job 7 already ended\"}}",
-                  "conflict: job 7 already ended" },
-                { 422, "{\"error\":{\"code\":\"unschedulable\",\"message\":\"no node has 9 "
-                       "accelerators\",\"field\":\"\"}}",
-                  "unschedulable: no node has 9 accelerators" },
-                { 500, "{\"error\":{\"code\":\"internal\"}}", "internal" },
-                { 502, "<html>Bad gateway</html>\nmore", "HTTP 502: <html>Bad gateway</html>" },
-                { 503, "", "HTTP 503" },
-                { 500, NULL, "HTTP 500" },
+                {400,
+                 "{\"error\":{\"code\":\"invalid_spec\",\"message\":\"ranks: must be at least 1\","
+                 "\"field\":\"ranks\"}}",
+                 "invalid spec: ranks: must be at least 1 (field ranks)"},
+                {404, "{\"error\":{\"code\":\"not_found\",\"message\":\"no job 9\"}}",
+                 "not found: no job 9"},
+                {409, "{\"error\":{\"code\":\"conflict\",\"message\":\"job 7 already ended\"}}",
+                 "conflict: job 7 already ended"},
+                {422,
+                 "{\"error\":{\"code\":\"unschedulable\",\"message\":\"no node has 9 "
+                 "accelerators\",\"field\":\"\"}}",
+                 "unschedulable: no node has 9 accelerators"},
+                {500, "{\"error\":{\"code\":\"internal\"}}", "internal"},
+                {502, "<html>Bad gateway</html>\nmore", "HTTP 502: <html>Bad gateway</html>"},
+                {503, "", "HTTP 503"},
+                {500, NULL, "HTTP 500"},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 _cleanup_free_ char *m = cli_api_error_message(cases[i].status, cases[i].body);
@@ -111,43 +112,43 @@ static void test_api_messages(void) {
 }
 
 static void test_usage(void) {
-        expect_error(2, "no command given (see axctl --help)", (char *[]) { "axctl", NULL });
+        expect_error(2, "no command given (see axctl --help)", (char *[]){"axctl", NULL});
         expect_error(2, "unknown command frobnicate (see axctl --help)",
-                     (char *[]) { "axctl", "frobnicate", NULL });
+                     (char *[]){"axctl", "frobnicate", NULL});
         expect_error(2, "unknown flag --foo (see axctl --help)",
-                     (char *[]) { "axctl", "--foo", "list", NULL });
+                     (char *[]){"axctl", "--foo", "list", NULL});
         expect_error(2, "unknown flag --foo for submit (see axctl submit --help)",
-                     (char *[]) { "axctl", "submit", "--foo", "--", "true", NULL });
+                     (char *[]){"axctl", "submit", "--foo", "--", "true", NULL});
         expect_error(2, "unknown flag --bar for list (see axctl list --help)",
-                     (char *[]) { "axctl", "list", "--bar", NULL });
-        expect_error(2, "wait needs a JOB id", (char *[]) { "axctl", "wait", NULL });
-        expect_error(2, "invalid job id 'abc'", (char *[]) { "axctl", "wait", "abc", NULL });
-        expect_error(2, "invalid job id '0'", (char *[]) { "axctl", "cancel", "0", NULL });
+                     (char *[]){"axctl", "list", "--bar", NULL});
+        expect_error(2, "wait needs a JOB id", (char *[]){"axctl", "wait", NULL});
+        expect_error(2, "invalid job id 'abc'", (char *[]){"axctl", "wait", "abc", NULL});
+        expect_error(2, "invalid job id '0'", (char *[]){"axctl", "cancel", "0", NULL});
         expect_error(2, "unexpected argument '8' for cancel",
-                     (char *[]) { "axctl", "cancel", "7", "8", NULL });
+                     (char *[]){"axctl", "cancel", "7", "8", NULL});
         expect_error(2, "--timeout: not a number of seconds: 'soon'",
-                     (char *[]) { "axctl", "wait", "7", "--timeout", "soon", NULL });
-        expect_error(2, "logs needs a JOB id", (char *[]) { "axctl", "logs", "-f", NULL });
-        expect_error(2, "--rank: not an integer", (char *[]) { "axctl", "logs", "1", "--rank",
-                                                                "x", NULL });
-        expect_error(2, "drain needs a NODE name", (char *[]) { "axctl", "drain", NULL });
+                     (char *[]){"axctl", "wait", "7", "--timeout", "soon", NULL});
+        expect_error(2, "logs needs a JOB id", (char *[]){"axctl", "logs", "-f", NULL});
+        expect_error(2, "--rank: not an integer",
+                     (char *[]){"axctl", "logs", "1", "--rank", "x", NULL});
+        expect_error(2, "drain needs a NODE name", (char *[]){"axctl", "drain", NULL});
         expect_error(2, "unknown flag --now for undrain",
-                     (char *[]) { "axctl", "undrain", "n1", "--now", NULL });
+                     (char *[]){"axctl", "undrain", "n1", "--now", NULL});
         expect_error(2, "unexpected argument 'x' for nodes",
-                     (char *[]) { "axctl", "nodes", "x", NULL });
+                     (char *[]){"axctl", "nodes", "x", NULL});
         expect_error(2, "do not go with a JOB",
-                     (char *[]) { "axctl", "status", "7", "--state", "running", NULL });
+                     (char *[]){"axctl", "status", "7", "--state", "running", NULL});
         expect_error(2, "--rank and --attempt go with --env",
-                     (char *[]) { "axctl", "status", "7", "--rank", "1", NULL });
-        expect_error(2, "flag --url needs a value", (char *[]) { "axctl", "--url", NULL });
+                     (char *[]){"axctl", "status", "7", "--rank", "1", NULL});
+        expect_error(2, "flag --url needs a value", (char *[]){"axctl", "--url", NULL});
 }
 
 static void test_help(void) {
-        const char *commands[] = { "submit", "status", "list", "cancel", "wait",
-                                   "logs",   "events", "nodes", "drain", "undrain" };
+        const char *commands[] = {"submit", "status", "list",  "cancel", "wait",
+                                  "logs",   "events", "nodes", "drain",  "undrain"};
         for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
                 for (int form = 0; form < 3; form++) {
-                        char *argv[4] = { "axctl" };
+                        char *argv[4] = {"axctl"};
                         if (form == 0) {
                                 argv[1] = (char *) commands[i];
                                 argv[2] = "--help";
@@ -166,7 +167,7 @@ static void test_help(void) {
                         run_done(&r);
                 }
         }
-        Run r = run((char *[]) { "axctl", "--help", NULL });
+        Run r = run((char *[]){"axctl", "--help", NULL});
         assert(r.code == 0);
         assert(strstr(r.out, "Exit codes:"));
         assert(strstr(r.out, "6  job or node not found"));
@@ -174,7 +175,7 @@ static void test_help(void) {
         assert(strstr(r.out, "8  not allowed"));
         assert(strstr(r.out, "--ca-file PATH"));
         run_done(&r);
-        r = run((char *[]) { "axctl", "--version", NULL });
+        r = run((char *[]){"axctl", "--version", NULL});
         assert(r.code == 0 && strncmp(r.out, "axctl ", 6) == 0);
         run_done(&r);
 }
@@ -196,15 +197,14 @@ static int unused_port(void) {
 
 static void test_unreachable(void) {
         _cleanup_free_ char *url = xasprintf("http://127.0.0.1:%d", unused_port());
-        _cleanup_free_ char *want = xasprintf("cannot reach controller at %s: Connection refused",
-                                              url);
+        _cleanup_free_ char *want =
+                xasprintf("cannot reach controller at %s: Connection refused", url);
         const char *commands[][3] = {
-                { "list" }, { "status", "7" }, { "wait", "7" }, { "cancel", "7" },
-                { "nodes" }, { "events" },     { "logs", "7" }, { "drain", "n1" },
-                { "submit", "--", "true" },
+                {"list"},   {"status", "7"}, {"wait", "7"},   {"cancel", "7"},          {"nodes"},
+                {"events"}, {"logs", "7"},   {"drain", "n1"}, {"submit", "--", "true"},
         };
         for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
-                char *argv[8] = { "axctl", "--url", url };
+                char *argv[8] = {"axctl", "--url", url};
                 int n = 3;
                 for (int k = 0; k < 3 && commands[i][k]; k++)
                         argv[n++] = (char *) commands[i][k];
@@ -214,10 +214,10 @@ static void test_unreachable(void) {
         /* $AXCTL_URL is the default; a trailing slash is harmless. */
         _cleanup_free_ char *slash = xasprintf("%s/", url);
         setenv("AXCTL_URL", slash, 1);
-        expect_error(5, want, (char *[]) { "axctl", "list", NULL });
+        expect_error(5, want, (char *[]){"axctl", "list", NULL});
         /* --url after the command works too and wins over the environment. */
         setenv("AXCTL_URL", "http://127.0.0.1:1", 1);
-        expect_error(5, want, (char *[]) { "axctl", "nodes", "--url", url, NULL });
+        expect_error(5, want, (char *[]){"axctl", "nodes", "--url", url, NULL});
         unsetenv("AXCTL_URL");
 }
 

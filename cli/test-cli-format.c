@@ -57,10 +57,10 @@ static char *table_text(CliTable *t) {
 }
 
 static void test_table(void) {
-        static const char *const headers[] = { "ID", "NAME", "REASON" };
+        static const char *const headers[] = {"ID", "NAME", "REASON"};
         CliTable *t = cli_table_new(3, headers);
-        const char *r1[] = { "7", "demo", "" };
-        const char *r2[] = { "12", "a-much-longer-name", "rank 1 exited\nwith 3" };
+        const char *r1[] = {"7", "demo", ""};
+        const char *r2[] = {"12", "a-much-longer-name", "rank 1 exited\nwith 3"};
         cli_table_add_row(t, r1);
         cli_table_add_row(t, r2);
         _cleanup_free_ char *text = table_text(t);
@@ -69,7 +69,7 @@ static void test_table(void) {
                             "12  a-much-longer-name  rank 1 exited with 3\n") == 0);
 
         /* A second print (events -f) adds only the new rows, without the header. */
-        const char *r3[] = { "100", "x", NULL };
+        const char *r3[] = {"100", "x", NULL};
         cli_table_add_row(t, r3);
         _cleanup_free_ char *more = table_text(t);
         assert(strcmp(more, "100  x                   -\n") == 0);
@@ -83,10 +83,10 @@ static void test_table(void) {
 }
 
 static void test_json_cell(void) {
-        _cleanup_json_ json_t *o = json_pack("{s:s,s:i,s:n,s:b,s:[i,i],s:f}", "s", "text", "i",
-                                             42, "n", "b", 1, "a", 0, 1, "r", 1.5);
-        const char *keys[] = { "s", "i", "n", "b", "a", "r", "missing" };
-        const char *want[] = { "text", "42", "-", "true", "[0,1]", "1.5", "-" };
+        _cleanup_json_ json_t *o = json_pack("{s:s,s:i,s:n,s:b,s:[i,i],s:f}", "s", "text", "i", 42,
+                                             "n", "b", 1, "a", 0, 1, "r", 1.5);
+        const char *keys[] = {"s", "i", "n", "b", "a", "r", "missing"};
+        const char *want[] = {"text", "42", "-", "true", "[0,1]", "1.5", "-"};
         for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
                 _cleanup_free_ char *c = cli_json_cell(json_object_get(o, keys[i]));
                 assert(strcmp(c, want[i]) == 0);
@@ -94,8 +94,8 @@ static void test_json_cell(void) {
 }
 
 static void test_state_line(void) {
-        _cleanup_json_ json_t *ok = json_pack("{s:s,s:s,s:i}", "state", "succeeded", "reason",
-                                              "", "exit_code", 0);
+        _cleanup_json_ json_t *ok =
+                json_pack("{s:s,s:s,s:i}", "state", "succeeded", "reason", "", "exit_code", 0);
         _cleanup_free_ char *l1 = cli_job_state_line(ok);
         assert(strcmp(l1, "succeeded (exit code 0)") == 0);
 
@@ -110,19 +110,19 @@ static void test_state_line(void) {
 }
 
 static void test_accelerators_cell(void) {
-        _cleanup_json_ json_t *node = json_loads(
-                "{\"inventory\": {\"cpus\": 8, \"accelerators\": ["
-                "{\"kind\": \"nvidia-h100\", \"index\": 0},"
-                "{\"kind\": \"nvidia-h100\", \"index\": 1},"
-                "{\"kind\": \"fake\", \"index\": 2}]},"
-                " \"free\": {\"cpus\": 4, \"accelerators\": {\"nvidia-h100\": 1}}}",
-                0, NULL);
+        _cleanup_json_ json_t *node =
+                json_loads("{\"inventory\": {\"cpus\": 8, \"accelerators\": ["
+                           "{\"kind\": \"nvidia-h100\", \"index\": 0},"
+                           "{\"kind\": \"nvidia-h100\", \"index\": 1},"
+                           "{\"kind\": \"fake\", \"index\": 2}]},"
+                           " \"free\": {\"cpus\": 4, \"accelerators\": {\"nvidia-h100\": 1}}}",
+                           0, NULL);
         assert(node);
         _cleanup_free_ char *c = cli_node_accelerators_cell(node);
         assert(strcmp(c, "nvidia-h100 x2 (1 free), fake x1 (? free)") == 0);
 
-        _cleanup_json_ json_t *cpu_only = json_loads(
-                "{\"inventory\": {\"cpus\": 8, \"accelerators\": []}}", 0, NULL);
+        _cleanup_json_ json_t *cpu_only =
+                json_loads("{\"inventory\": {\"cpus\": 8, \"accelerators\": []}}", 0, NULL);
         _cleanup_free_ char *none = cli_node_accelerators_cell(cpu_only);
         assert(strcmp(none, "-") == 0);
 }

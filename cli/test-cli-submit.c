@@ -19,7 +19,7 @@ typedef struct Capture {
 static CliContext ctx_new(Capture *err) {
         err->text = NULL;
         err->f = open_memstream(&err->text, &err->len);
-        return (CliContext) { .url = xstrdup("http://127.0.0.1:1"), .out = stdout, .err = err->f };
+        return (CliContext){.url = xstrdup("http://127.0.0.1:1"), .out = stdout, .err = err->f};
 }
 
 static void ctx_done(CliContext *ctx, Capture *err) {
@@ -71,13 +71,13 @@ static void check_usage_error(const char *needle, char **argv) {
 }
 
 static void test_minimal(void) {
-        check_spec(NULL, "{\"command\":[\"true\"]}", (char *[]) { "--", "true", NULL });
+        check_spec(NULL, "{\"command\":[\"true\"]}", (char *[]){"--", "true", NULL});
         check_spec("alice", "{\"command\":[\"true\"],\"user\":\"alice\"}",
-                   (char *[]) { "--", "true", NULL });
+                   (char *[]){"--", "true", NULL});
         /* Without "--" the first word that is not a flag starts the command, and flags
          * after it belong to the command. */
         check_spec(NULL, "{\"command\":[\"python3\",\"train.py\",\"--ranks\",\"9\"],\"ranks\":2}",
-                   (char *[]) { "--ranks", "2", "python3", "train.py", "--ranks", "9", NULL });
+                   (char *[]){"--ranks", "2", "python3", "train.py", "--ranks", "9", NULL});
 }
 
 static void test_all_flags(void) {
@@ -98,36 +98,57 @@ static void test_all_flags(void) {
                    "\"restart\":{\"max_restarts\":10},"
                    "\"user\":\"alice\","
                    "\"workdir\":\"/srv/exp\"}",
-                   (char *[]) { "--name",       "llama",
-                                "--project",    "foundation",
-                                "--user",       "alice",
-                                "--priority",   "-3",
-                                "--ranks",      "16",
-                                "--ranks-per-node=1",
-                                "--accelerator", "nvidia-h100",
-                                "--accelerators-per-rank", "8",
-                                "--cpus",       "32",
-                                "--memory-mb",  "524288",
-                                "--framework",  "jax",
-                                "--checkpoint-dir", "/ckpt/x",
-                                "--max-restarts", "10",
-                                "--hang-timeout", "1800",
-                                "--env",        "A=1",
-                                "--env",        "B=x=y",
-                                "--label",      "team=fm",
-                                "--workdir",    "/srv/exp",
-                                "--idempotency-key", "k1",
-                                "--wait",
-                                "--",           "python3",
-                                "train.py",     "--config",
-                                "7b",           NULL });
+                   (char *[]){"--name",
+                              "llama",
+                              "--project",
+                              "foundation",
+                              "--user",
+                              "alice",
+                              "--priority",
+                              "-3",
+                              "--ranks",
+                              "16",
+                              "--ranks-per-node=1",
+                              "--accelerator",
+                              "nvidia-h100",
+                              "--accelerators-per-rank",
+                              "8",
+                              "--cpus",
+                              "32",
+                              "--memory-mb",
+                              "524288",
+                              "--framework",
+                              "jax",
+                              "--checkpoint-dir",
+                              "/ckpt/x",
+                              "--max-restarts",
+                              "10",
+                              "--hang-timeout",
+                              "1800",
+                              "--env",
+                              "A=1",
+                              "--env",
+                              "B=x=y",
+                              "--label",
+                              "team=fm",
+                              "--workdir",
+                              "/srv/exp",
+                              "--idempotency-key",
+                              "k1",
+                              "--wait",
+                              "--",
+                              "python3",
+                              "train.py",
+                              "--config",
+                              "7b",
+                              NULL});
 }
 
 static void test_options_not_in_spec(void) {
         Capture err;
         CliContext ctx = ctx_new(&err);
-        char *argv[] = { "--idempotency-key", "abc", "--wait", "--timeout", "2.5", "--json",
-                         "--url", "http://h:1/", "--", "sleep", "1" };
+        char *argv[] = {"--idempotency-key", "abc", "--wait", "--timeout", "2.5", "--json", "--url",
+                        "http://h:1/",       "--",  "sleep",  "1"};
         CliSubmit s;
         assert(cli_submit_parse(&ctx, ELEMENTSOF(argv), argv, NULL, &s) == CLI_EXIT_OK);
         assert(strcmp(s.idempotency_key, "abc") == 0);
@@ -140,11 +161,11 @@ static void test_options_not_in_spec(void) {
 
         /* The key also comes from the environment, the flag winning. */
         setenv("AXCTL_IDEMPOTENCY_KEY", "from-env", 1);
-        char *argv2[] = { "--", "true" };
+        char *argv2[] = {"--", "true"};
         assert(cli_submit_parse(&ctx, 2, argv2, NULL, &s) == CLI_EXIT_OK);
         assert(strcmp(s.idempotency_key, "from-env") == 0);
         cli_submit_done(&s);
-        char *argv3[] = { "--idempotency-key", "flag", "--", "true" };
+        char *argv3[] = {"--idempotency-key", "flag", "--", "true"};
         assert(cli_submit_parse(&ctx, 4, argv3, NULL, &s) == CLI_EXIT_OK);
         assert(strcmp(s.idempotency_key, "flag") == 0);
         cli_submit_done(&s);
@@ -155,7 +176,7 @@ static void test_options_not_in_spec(void) {
 static void test_file_merge(void) {
         Capture err;
         CliContext ctx = ctx_new(&err);
-        char *argv[] = { "-f", "-", "--priority", "5", "--env", "B=2", "--cpus", "4" };
+        char *argv[] = {"-f", "-", "--priority", "5", "--env", "B=2", "--cpus", "4"};
         CliSubmit s;
         assert(cli_submit_parse(&ctx, ELEMENTSOF(argv), argv, "alice", &s) == CLI_EXIT_OK);
         assert(strcmp(s.spec_file, "-") == 0);
@@ -174,7 +195,7 @@ static void test_file_merge(void) {
         cli_submit_done(&s);
 
         /* A broken file is a usage error naming line and column. */
-        assert(cli_submit_parse(&ctx, 2, (char *[]) { "-f", "-" }, NULL, &s) == CLI_EXIT_OK);
+        assert(cli_submit_parse(&ctx, 2, (char *[]){"-f", "-"}, NULL, &s) == CLI_EXIT_OK);
         const char *broken = "{\"ranks\": 2,\n \"command\": }";
         in = fmemopen((void *) broken, strlen(broken), "r");
         assert(cli_submit_load_file(&ctx, &s, in) == CLI_EXIT_USAGE);
@@ -183,14 +204,14 @@ static void test_file_merge(void) {
         assert(strstr(err.text, "axctl: <stdin>: line 2"));
         cli_submit_done(&s);
 
-        assert(cli_submit_parse(&ctx, 2, (char *[]) { "-f", "-" }, NULL, &s) == CLI_EXIT_OK);
+        assert(cli_submit_parse(&ctx, 2, (char *[]){"-f", "-"}, NULL, &s) == CLI_EXIT_OK);
         in = fmemopen((void *) "[1]", 3, "r");
         assert(cli_submit_load_file(&ctx, &s, in) == CLI_EXIT_USAGE);
         fclose(in);
         cli_submit_done(&s);
 
-        assert(cli_submit_parse(&ctx, 2, (char *[]) { "-f", "/nonexistent/job.json" }, NULL,
-                                &s) == CLI_EXIT_OK);
+        assert(cli_submit_parse(&ctx, 2, (char *[]){"-f", "/nonexistent/job.json"}, NULL, &s) ==
+               CLI_EXIT_OK);
         assert(cli_submit_load_file(&ctx, &s, NULL) == CLI_EXIT_USAGE);
         fflush(err.f);
         assert(strstr(err.text, "cannot open /nonexistent/job.json"));
@@ -200,34 +221,32 @@ static void test_file_merge(void) {
 
 static void test_errors(void) {
         check_usage_error("unknown flag --foo for submit (see axctl submit --help)",
-                          (char *[]) { "--foo", "--", "true", NULL });
-        check_usage_error("unknown flag -x for submit",
-                          (char *[]) { "-x", "--", "true", NULL });
-        check_usage_error("flag --ranks for submit needs a value",
-                          (char *[]) { "--ranks", NULL });
+                          (char *[]){"--foo", "--", "true", NULL});
+        check_usage_error("unknown flag -x for submit", (char *[]){"-x", "--", "true", NULL});
+        check_usage_error("flag --ranks for submit needs a value", (char *[]){"--ranks", NULL});
         check_usage_error("--ranks: not an integer: 'two'",
-                          (char *[]) { "--ranks", "two", "--", "true", NULL });
+                          (char *[]){"--ranks", "two", "--", "true", NULL});
         check_usage_error("--cpus: -1 is out of range",
-                          (char *[]) { "--cpus", "-1", "--", "true", NULL });
+                          (char *[]){"--cpus", "-1", "--", "true", NULL});
         check_usage_error("--env: expected KEY=VALUE",
-                          (char *[]) { "--env", "NOVALUE", "--", "true", NULL });
+                          (char *[]){"--env", "NOVALUE", "--", "true", NULL});
         check_usage_error("--label: expected KEY=VALUE",
-                          (char *[]) { "--label", "=x", "--", "true", NULL });
+                          (char *[]){"--label", "=x", "--", "true", NULL});
         check_usage_error("--framework: unknown framework 'mxnet'",
-                          (char *[]) { "--framework", "mxnet", "--", "true", NULL });
-        check_usage_error("submit needs a command", (char *[]) { "--ranks", "1", NULL });
-        check_usage_error("submit needs a command", (char *[]) { "--", NULL });
+                          (char *[]){"--framework", "mxnet", "--", "true", NULL});
+        check_usage_error("submit needs a command", (char *[]){"--ranks", "1", NULL});
+        check_usage_error("submit needs a command", (char *[]){"--", NULL});
         check_usage_error("--timeout needs --wait",
-                          (char *[]) { "--timeout", "3", "--", "true", NULL });
+                          (char *[]){"--timeout", "3", "--", "true", NULL});
         check_usage_error("flag --wait takes no value",
-                          (char *[]) { "--wait=yes", "--", "true", NULL });
+                          (char *[]){"--wait=yes", "--", "true", NULL});
 }
 
 static void test_help(void) {
         Capture err;
         CliContext ctx = ctx_new(&err);
         CliSubmit s;
-        assert(cli_submit_parse(&ctx, 1, (char *[]) { "-h" }, NULL, &s) == CLI_EXIT_OK);
+        assert(cli_submit_parse(&ctx, 1, (char *[]){"-h"}, NULL, &s) == CLI_EXIT_OK);
         assert(s.help);
         cli_submit_done(&s);
         ctx_done(&ctx, &err);

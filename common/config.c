@@ -121,8 +121,8 @@ static char *line_parse(ConfigFile *c, char *s, unsigned line) {
         if (*s != '=') {
                 if (*s && !is_key_char(*s) && !is_blank(*s) && *s != '=')
                         return error_at(c->path, line, "invalid character '%c' in key", *s);
-                return error_at(c->path, line, "expected '=' after '%.*s'",
-                                (int) (key_end - key), key);
+                return error_at(c->path, line, "expected '=' after '%.*s'", (int) (key_end - key),
+                                key);
         }
         *key_end = '\0';
         for (char *k = key; *k; k++)
@@ -138,8 +138,8 @@ static char *line_parse(ConfigFile *c, char *s, unsigned line) {
                 c->cap_entries = c->cap_entries ? 2 * c->cap_entries : 16;
                 c->entries = xrealloc(c->entries, c->cap_entries * sizeof(ConfigEntry));
         }
-        c->entries[c->n_entries++] = (ConfigEntry){.key = xstrdup(key), .value = value,
-                                                   .line = line};
+        c->entries[c->n_entries++] =
+                (ConfigEntry){.key = xstrdup(key), .value = value, .line = line};
         return NULL;
 }
 
@@ -212,8 +212,8 @@ const char *config_file_get(const ConfigFile *c, const char *key) {
 }
 
 /* The option whose name is key with '-' for '_', if it may appear in a file. */
-static const struct option *option_for_key(const struct option *options,
-                                           const char *const *skip, const char *key) {
+static const struct option *option_for_key(const struct option *options, const char *const *skip,
+                                           const char *key) {
         for (const struct option *o = options; o->name; o++) {
                 size_t i = 0;
                 for (; key[i] && o->name[i]; i++)
@@ -231,9 +231,8 @@ static const struct option *option_for_key(const struct option *options,
         return NULL;
 }
 
-int config_file_apply(const ConfigFile *c, const struct option *options,
-                      const char *const *skip, ConfigSetFn set, void *userdata,
-                      char **ret_error) {
+int config_file_apply(const ConfigFile *c, const struct option *options, const char *const *skip,
+                      ConfigSetFn set, void *userdata, char **ret_error) {
         for (size_t i = 0; i < c->n_entries; i++) {
                 const ConfigEntry *e = &c->entries[i];
                 const struct option *o = option_for_key(options, skip, e->key);
@@ -244,18 +243,17 @@ int config_file_apply(const ConfigFile *c, const struct option *options,
                 const char *reason = "invalid value";
                 int r = set(userdata, o->val, e->value, &reason);
                 if (r < 0) {
-                        *ret_error = error_at(c->path, e->line, "%s = \"%s\": %s", e->key,
-                                              e->value, reason);
+                        *ret_error = error_at(c->path, e->line, "%s = \"%s\": %s", e->key, e->value,
+                                              reason);
                         return -EINVAL;
                 }
         }
         return 0;
 }
 
-int config_load_and_apply(const char *path, const char *default_path,
-                          const struct option *options, const char *const *skip,
-                          ConfigSetFn set, void *userdata, const char **ret_used,
-                          char **ret_error) {
+int config_load_and_apply(const char *path, const char *default_path, const struct option *options,
+                          const char *const *skip, ConfigSetFn set, void *userdata,
+                          const char **ret_used, char **ret_error) {
         const char *use = path;
         if (!use) {
                 if (!default_path || access(default_path, F_OK) < 0) {
@@ -285,9 +283,8 @@ static const struct option *option_named(const struct option *options, const cha
         return NULL;
 }
 
-int config_parse_args(int argc, char **argv, const struct option *options,
-                      const char *default_path, ConfigSetFn set, void *userdata,
-                      const char **ret_config, char **ret_error) {
+int config_parse_args(int argc, char **argv, const struct option *options, const char *default_path,
+                      ConfigSetFn set, void *userdata, const char **ret_config, char **ret_error) {
         static const char *const flag_only[] = {"config", NULL};
         const struct option *help = option_named(options, "help");
         const struct option *config_opt = option_named(options, "config");
@@ -328,8 +325,8 @@ int config_parse_args(int argc, char **argv, const struct option *options,
                         const struct option *o = options;
                         while (o->name && o->val != opts[i])
                                 o++;
-                        *ret_error = xasprintf("--%s %s, not '%s'", o->name ? o->name : "?",
-                                               reason, args[i] ? args[i] : "");
+                        *ret_error = xasprintf("--%s %s, not '%s'", o->name ? o->name : "?", reason,
+                                               args[i] ? args[i] : "");
                         return -EINVAL;
                 }
         }

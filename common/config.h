@@ -72,9 +72,8 @@ typedef int (*ConfigSetFn)(void *userdata, int opt, const char *value, const cha
  * Returns 0, or -EINVAL at the first unknown key or rejected value with *ret_error
  * "PATH:LINE: message".
  */
-int config_file_apply(const ConfigFile *c, const struct option *options,
-                      const char *const *skip, ConfigSetFn set, void *userdata,
-                      char **ret_error);
+int config_file_apply(const ConfigFile *c, const struct option *options, const char *const *skip,
+                      ConfigSetFn set, void *userdata, char **ret_error);
 
 /*
  * The usual start of a daemon: loads path when given (a missing file is an error),
@@ -82,10 +81,9 @@ int config_file_apply(const ConfigFile *c, const struct option *options,
  * it as config_file_apply() does. *ret_used (may be NULL) gets the path that was
  * read, or NULL. Returns 0 or a negative errno with *ret_error set.
  */
-int config_load_and_apply(const char *path, const char *default_path,
-                          const struct option *options, const char *const *skip,
-                          ConfigSetFn set, void *userdata, const char **ret_used,
-                          char **ret_error);
+int config_load_and_apply(const char *path, const char *default_path, const struct option *options,
+                          const char *const *skip, ConfigSetFn set, void *userdata,
+                          const char **ret_used, char **ret_error);
 
 /* What config_parse_args() returns when -h or --help was given. */
 #define CONFIG_HELP 1
@@ -99,9 +97,8 @@ int config_load_and_apply(const char *path, const char *default_path,
  * "--lease-ms needs milliseconds, at least 100, not '50'" or
  * "PATH:LINE: auth = \"maybe\": needs true or false (or yes/no, on/off, 1/0)".
  */
-int config_parse_args(int argc, char **argv, const struct option *options,
-                      const char *default_path, ConfigSetFn set, void *userdata,
-                      const char **ret_config, char **ret_error);
+int config_parse_args(int argc, char **argv, const struct option *options, const char *default_path,
+                      ConfigSetFn set, void *userdata, const char **ret_config, char **ret_error);
 
 /*
  * A boolean setting, spelled the same for every flag and key: true/false, yes/no,

@@ -55,8 +55,8 @@ int json_get_int(json_t *obj, const char *key, const char *field, bool required,
         return 0;
 }
 
-int json_get_string(json_t *obj, const char *key, const char *field, bool required,
-                    size_t max_len, const char **ret, JsonError *err) {
+int json_get_string(json_t *obj, const char *key, const char *field, bool required, size_t max_len,
+                    const char **ret, JsonError *err) {
         json_t *v = json_object_get(obj, key);
         if (!v || json_is_null(v)) {
                 if (required)

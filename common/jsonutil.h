@@ -29,8 +29,8 @@ int json_check_keys(json_t *obj, const char *prefix, const char *const *allowed,
 int json_get_int(json_t *obj, const char *key, const char *field, bool required, int64_t min,
                  int64_t max, int64_t *ret, JsonError *err);
 /* String field of 1..max_len bytes; *ret points into obj (borrowed). */
-int json_get_string(json_t *obj, const char *key, const char *field, bool required,
-                    size_t max_len, const char **ret, JsonError *err);
+int json_get_string(json_t *obj, const char *key, const char *field, bool required, size_t max_len,
+                    const char **ret, JsonError *err);
 int json_get_bool(json_t *obj, const char *key, const char *field, bool *ret, JsonError *err);
 /* Object whose values are all strings, at most max_keys entries; *ret borrowed. */
 int json_get_string_map(json_t *obj, const char *key, const char *field, size_t max_keys,

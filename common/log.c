@@ -122,8 +122,8 @@ static void entry_add(JournalEntry *e, const char *key, const char *value) {
 }
 
 /* Sends one entry; 0 or -errno (journald gone, buffer full), then the caller prints. */
-static int journal_send(LogLevel level, const char *file, int line, const char *func,
-                        int64_t job, const char *node, int attempt, const char *message) {
+static int journal_send(LogLevel level, const char *file, int line, const char *func, int64_t job,
+                        const char *node, int attempt, const char *message) {
         JournalEntry e = {.len = 0};
         char num[32];
         char prio[2] = {level_priorities[level], '\0'};
@@ -152,10 +152,10 @@ static int journal_send(LogLevel level, const char *file, int line, const char *
         return 0;
 }
 
-__attribute__((format(printf, 8, 0))) static void log_va(LogLevel level, const char *file,
-                                                        int line, const char *func, int64_t job,
-                                                        const char *node, int attempt,
-                                                        const char *fmt, va_list ap) {
+__attribute__((format(printf, 8, 0))) static void log_va(LogLevel level, const char *file, int line,
+                                                         const char *func, int64_t job,
+                                                         const char *node, int attempt,
+                                                         const char *fmt, va_list ap) {
         if (level < 0 || level >= _LOG_LEVEL_MAX || level > log_max_level)
                 return;
         char msg[4096];

@@ -2,9 +2,8 @@
 /* Histograms and Prometheus text output; see metrics.h. */
 #include "metrics.h"
 
-static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                        0.1,    0.25,  0.5,    1,     2.5,  5,     10,
-                                        30,     60};
+static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                        0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
 
 void histogram_init_latency(Histogram *h) {
         *h = (Histogram){.n_bounds = (int) (sizeof(latency_bounds) / sizeof(latency_bounds[0]))};

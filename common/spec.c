@@ -103,8 +103,7 @@ static int get_exit_codes(json_t *obj, const char *key, const char *field, int *
         size_t i;
         json_t *e;
         json_array_foreach(v, i, e) {
-                if (!json_is_integer(e) || json_integer_value(e) < 1 ||
-                    json_integer_value(e) > 255)
+                if (!json_is_integer(e) || json_integer_value(e) < 1 || json_integer_value(e) > 255)
                         return json_error_set(err, field,
                                               "entries must be integers between 1 and 255");
                 codes[(*n)++] = (int) json_integer_value(e);
@@ -161,8 +160,8 @@ static int parse_resources(json_t *json, JobSpec *spec, JsonError *err) {
                                       "must be a device kind such as nvidia-h100 or tpu-v5p");
         spec->accelerator = accel ? xstrdup(accel) : NULL;
         v = accel ? 1 : 0;
-        r = json_get_int(res, "accelerators_per_rank", "resources.accelerators_per_rank", false,
-                         0, 1024, &v, err);
+        r = json_get_int(res, "accelerators_per_rank", "resources.accelerators_per_rank", false, 0,
+                         1024, &v, err);
         if (r < 0)
                 return r;
         if (v > 0 && !accel)
@@ -225,8 +224,8 @@ static int parse_restart(json_t *json, JobSpec *spec, JsonError *err) {
         v = p->max_failures_without_progress;
         /* At least 1: "no limit" would let one user's job crash-loop for ever. */
         if ((r = json_get_int(res, "max_failures_without_progress",
-                              "restart.max_failures_without_progress", false, 1, 1000, &v,
-                              err)) < 0)
+                              "restart.max_failures_without_progress", false, 1, 1000, &v, err)) <
+            0)
                 return r;
         p->max_failures_without_progress = (int) v;
         if (p->backoff_max_s < p->backoff_initial_s)
@@ -258,13 +257,13 @@ static int parse_constraints(json_t *json, JobSpec *spec, JsonError *err) {
         if (r < 0)
                 return r;
         const char *s = NULL;
-        if ((r = json_get_string(c, "same_label", "constraints.same_label", false, 256, &s,
-                                 err)) < 0)
+        if ((r = json_get_string(c, "same_label", "constraints.same_label", false, 256, &s, err)) <
+            0)
                 return r;
         spec->same_label = s ? xstrdup(s) : NULL;
         json_t *sel = NULL;
-        if ((r = json_get_string_map(c, "node_selector", "constraints.node_selector", 64, 256,
-                                     &sel, err)) < 0)
+        if ((r = json_get_string_map(c, "node_selector", "constraints.node_selector", 64, 256, &sel,
+                                     err)) < 0)
                 return r;
         if (sel)
                 json_object_update(spec->node_selector, sel);
@@ -280,11 +279,23 @@ static int env_key_valid(const char *k) {
 }
 
 static int spec_parse_into(json_t *json, JobSpec *spec, JsonError *err) {
-        static const char *const keys[] = {
-                "name",    "project",        "user",           "priority",  "command",
-                "env",     "workdir",        "ranks",          "ranks_per_node",
-                "resources", "framework",    "checkpoint_dir", "restart",   "hang_timeout_s",
-                "labels",  "constraints",    NULL};
+        static const char *const keys[] = {"name",
+                                           "project",
+                                           "user",
+                                           "priority",
+                                           "command",
+                                           "env",
+                                           "workdir",
+                                           "ranks",
+                                           "ranks_per_node",
+                                           "resources",
+                                           "framework",
+                                           "checkpoint_dir",
+                                           "restart",
+                                           "hang_timeout_s",
+                                           "labels",
+                                           "constraints",
+                                           NULL};
         int r;
         int64_t v;
 
@@ -333,13 +344,12 @@ static int spec_parse_into(json_t *json, JobSpec *spec, JsonError *err) {
                 return r;
         spec->ranks = (int) v;
         v = 0;
-        if ((r = json_get_int(json, "ranks_per_node", "ranks_per_node", false, 0, 1024, &v,
-                              err)) < 0)
+        if ((r = json_get_int(json, "ranks_per_node", "ranks_per_node", false, 0, 1024, &v, err)) <
+            0)
                 return r;
         spec->ranks_per_node = (int) v;
         if (spec->ranks_per_node > 0 && spec->ranks % spec->ranks_per_node != 0)
-                return json_error_set(err, "ranks_per_node", "must divide ranks (%d)",
-                                      spec->ranks);
+                return json_error_set(err, "ranks_per_node", "must divide ranks (%d)", spec->ranks);
         if ((r = parse_resources(json, spec, err)) < 0)
                 return r;
         const char *fw = NULL;
@@ -391,9 +401,9 @@ json_t *spec_to_json(const JobSpec *spec) {
         json_t *cmd = json_array();
         for (int i = 0; i < spec->n_command; i++)
                 json_array_append_new(cmd, json_string(spec->command[i]));
-        json_t *res = json_pack("{s:i,s:i,s:I}", "accelerators_per_rank",
-                                spec->accelerators_per_rank, "cpus", spec->cpus, "memory_mb",
-                                (json_int_t) spec->memory_mb);
+        json_t *res =
+                json_pack("{s:i,s:i,s:I}", "accelerators_per_rank", spec->accelerators_per_rank,
+                          "cpus", spec->cpus, "memory_mb", (json_int_t) spec->memory_mb);
         json_object_set_new(res, "accelerator",
                             spec->accelerator ? json_string(spec->accelerator) : json_null());
         json_t *restart = json_pack(
@@ -408,11 +418,10 @@ json_t *spec_to_json(const JobSpec *spec) {
         json_object_set_new(constraints, "same_label",
                             spec->same_label ? json_string(spec->same_label) : json_null());
         json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:o,s:O,s:i,s:i,s:o,s:s,s:o,s:i,s:O,s:o}", "name",
-                              spec->name, "project", spec->project, "user", spec->user,
-                              "priority", spec->priority, "command", cmd, "env", spec->env,
-                              "ranks", spec->ranks, "ranks_per_node", spec->ranks_per_node,
-                              "resources", res, "framework",
-                              framework_to_string(spec->framework), "restart", restart,
+                              spec->name, "project", spec->project, "user", spec->user, "priority",
+                              spec->priority, "command", cmd, "env", spec->env, "ranks",
+                              spec->ranks, "ranks_per_node", spec->ranks_per_node, "resources", res,
+                              "framework", framework_to_string(spec->framework), "restart", restart,
                               "hang_timeout_s", spec->hang_timeout_s, "labels", spec->labels,
                               "constraints", constraints);
         json_object_set_new(j, "workdir", spec->workdir ? json_string(spec->workdir) : json_null());

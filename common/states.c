@@ -5,10 +5,10 @@
 #include <string.h>
 
 static const char *const job_state_names[_JOB_STATE_MAX] = {
-        [JOB_PENDING] = "pending",       [JOB_STARTING] = "starting",
-        [JOB_RUNNING] = "running",       [JOB_RESTARTING] = "restarting",
-        [JOB_PREEMPTED] = "preempted",   [JOB_SUCCEEDED] = "succeeded",
-        [JOB_FAILED] = "failed",         [JOB_CANCELLED] = "cancelled",
+        [JOB_PENDING] = "pending",     [JOB_STARTING] = "starting",
+        [JOB_RUNNING] = "running",     [JOB_RESTARTING] = "restarting",
+        [JOB_PREEMPTED] = "preempted", [JOB_SUCCEEDED] = "succeeded",
+        [JOB_FAILED] = "failed",       [JOB_CANCELLED] = "cancelled",
 };
 
 static const char *const rank_state_names[_RANK_STATE_MAX] = {
@@ -17,15 +17,19 @@ static const char *const rank_state_names[_RANK_STATE_MAX] = {
 };
 
 static const char *const node_state_names[_NODE_STATE_MAX] = {
-        [NODE_READY] = "ready",   [NODE_DRAINING] = "draining",       [NODE_DRAINED] = "drained",
-        [NODE_DOWN] = "down",     [NODE_QUARANTINED] = "quarantined", [NODE_UNHEALTHY] = "unhealthy",
+        [NODE_READY] = "ready", [NODE_DRAINING] = "draining",       [NODE_DRAINED] = "drained",
+        [NODE_DOWN] = "down",   [NODE_QUARANTINED] = "quarantined", [NODE_UNHEALTHY] = "unhealthy",
 };
 
 static const char *const end_reason_names[_END_REASON_MAX] = {
-        [END_RANK_EXIT] = "rank_exit",   [END_NODE_LOST] = "node_lost",
-        [END_HANG] = "hang",             [END_UNHEALTHY] = "unhealthy",
-        [END_PREEMPTED] = "preempted",   [END_CANCELLED] = "cancelled",
-        [END_SUCCEEDED] = "succeeded",   [END_DRAINED] = "drained",
+        [END_RANK_EXIT] = "rank_exit",
+        [END_NODE_LOST] = "node_lost",
+        [END_HANG] = "hang",
+        [END_UNHEALTHY] = "unhealthy",
+        [END_PREEMPTED] = "preempted",
+        [END_CANCELLED] = "cancelled",
+        [END_SUCCEEDED] = "succeeded",
+        [END_DRAINED] = "drained",
         [END_START_FAILED] = "start_failed",
 };
 

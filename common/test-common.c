@@ -55,8 +55,8 @@ static void test_spec_errors(void) {
 }
 
 static void test_spec_defaults(void) {
-        json_t *j = json_pack("{s:[s,s],s:i,s:{s:s}}", "command", "/usr/bin/train", "--x",
-                              "ranks", 4, "resources", "accelerator", "nvidia-h100");
+        json_t *j = json_pack("{s:[s,s],s:i,s:{s:s}}", "command", "/usr/bin/train", "--x", "ranks",
+                              4, "resources", "accelerator", "nvidia-h100");
         JobSpec *spec = NULL;
         JsonError err;
         CHECK_INT(spec_parse(j, &spec, &err), 0);

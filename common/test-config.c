@@ -106,7 +106,14 @@ typedef struct Settings {
         int n_set;
 } Settings;
 
-enum { OPT_LISTEN = 256, OPT_LEASE, OPT_AUTH, OPT_CONFIG, OPT_HELP, OPT_VERBOSE };
+enum {
+        OPT_LISTEN = 256,
+        OPT_LEASE,
+        OPT_AUTH,
+        OPT_CONFIG,
+        OPT_HELP,
+        OPT_VERBOSE
+};
 
 static const struct option test_options[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
@@ -197,8 +204,8 @@ static void test_load(void) {
         const char *used = "unset";
         char *err = NULL;
         /* A missing default file is fine and applies nothing. */
-        CHECK_INT(config_load_and_apply(NULL, missing, test_options, test_skip, settings_set,
-                                        &s, &used, &err),
+        CHECK_INT(config_load_and_apply(NULL, missing, test_options, test_skip, settings_set, &s,
+                                        &used, &err),
                   0);
         CHECK(!used);
         CHECK_INT(s.lease_ms, 5000);
@@ -209,8 +216,8 @@ static void test_load(void) {
         CHECK_STR(used, path);
         CHECK_INT(s.lease_ms, 1234);
         /* A file named explicitly must exist. */
-        CHECK_INT(config_load_and_apply(missing, path, test_options, test_skip, settings_set,
-                                        &s, &used, &err),
+        CHECK_INT(config_load_and_apply(missing, path, test_options, test_skip, settings_set, &s,
+                                        &used, &err),
                   -ENOENT);
         _cleanup_free_ char *want = xasprintf("%s: %s", missing, strerror(ENOENT));
         CHECK_STR(err, want);
@@ -226,12 +233,11 @@ static void test_load(void) {
         CHECK_INT(util_rm_rf(dir), 0);
 }
 
-
 static void test_bool(void) {
         static const char *const yes[] = {"true", "yes", "on", "1", "TRUE", "Yes", "ON", "oN"};
         static const char *const no[] = {"false", "no", "off", "0", "FALSE", "No", "OFF"};
-        static const char *const bad[] = {"", "maybe", "y", "n", "2", "01", "true ", " on",
-                                          "enabled", "-1", "t"};
+        static const char *const bad[] = {"",      "maybe", "y",       "n",  "2", "01",
+                                          "true ", " on",   "enabled", "-1", "t"};
         const char *reason = NULL;
         bool b = false;
         for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
@@ -278,8 +284,8 @@ static void test_int(void) {
 }
 
 /* Runs config_parse_args on a NULL-terminated argv; returns its result, *ret_error kept. */
-static int args_run(Settings *s, const char *default_path, char **ret_error,
-                    const char **ret_used, ...) {
+static int args_run(Settings *s, const char *default_path, char **ret_error, const char **ret_used,
+                    ...) {
         char *argv[16] = {(char *) "axtest"};
         int argc = 1;
         va_list ap;
@@ -288,8 +294,8 @@ static int args_run(Settings *s, const char *default_path, char **ret_error,
                 argv[argc++] = (char *) a;
         va_end(ap);
         *ret_error = NULL;
-        return config_parse_args(argc, argv, test_options, default_path, settings_set, s,
-                                 ret_used, ret_error);
+        return config_parse_args(argc, argv, test_options, default_path, settings_set, s, ret_used,
+                                 ret_error);
 }
 
 static void test_args(void) {

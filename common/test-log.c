@@ -117,8 +117,7 @@ static void test_journal_stream(void) {
         setenv("JOURNAL_STREAM", value, 1);
         CHECK(log_stderr_is_journal());
         /* Inherited from a parent whose stderr was another stream. */
-        snprintf(value, sizeof(value), "%ju:%ju", (uintmax_t) st.st_dev,
-                 (uintmax_t) st.st_ino + 1);
+        snprintf(value, sizeof(value), "%ju:%ju", (uintmax_t) st.st_dev, (uintmax_t) st.st_ino + 1);
         setenv("JOURNAL_STREAM", value, 1);
         CHECK(!log_stderr_is_journal());
         setenv("JOURNAL_STREAM", "garbage", 1);

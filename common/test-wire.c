@@ -44,9 +44,16 @@ static const char *register_error(const char *text) {
 static void test_register(void) {
         json_t *labels = json_pack("{s:s}", "zone", "a");
         json_t *accs = json_pack("[{s:s,s:i}]", "kind", "nvidia-h100", "index", 0);
-        WireRegister in = {.node = "n1", .hostname = "host", .address = "127.0.0.1:4000",
-                           .boot_id = "boot", .agent_id = "a1", .labels = labels, .cpus = 8,
-                           .memory_mb = 16000, .numa_nodes = 2, .accelerators = accs};
+        WireRegister in = {.node = "n1",
+                           .hostname = "host",
+                           .address = "127.0.0.1:4000",
+                           .boot_id = "boot",
+                           .agent_id = "a1",
+                           .labels = labels,
+                           .cpus = 8,
+                           .memory_mb = 16000,
+                           .numa_nodes = 2,
+                           .accelerators = accs};
         json_t *j = wire_register_encode(&in);
         check_dump(j, "{\"node\":\"n1\",\"hostname\":\"host\",\"address\":\"127.0.0.1:4000\","
                       "\"boot_id\":\"boot\",\"agent_id\":\"a1\",\"labels\":{\"zone\":\"a\"},"
@@ -157,17 +164,38 @@ static void check_rank(const WireRankReport *a, const WireRankReport *b) {
 
 static void test_sync(void) {
         WireRankReport ranks[] = {
-                {.job = 7, .attempt = 1, .rank = 0, .pid = 4242, .exit_code = -1, .step = 41,
+                {.job = 7,
+                 .attempt = 1,
+                 .rank = 0,
+                 .pid = 4242,
+                 .exit_code = -1,
+                 .step = 41,
                  .hung = true},
-                {.job = 7, .attempt = 1, .rank = 1, .exited = true, .exit_code = 127,
-                 .step = -1, .start_failed = true},
-                {.job = 8, .attempt = 2, .rank = 0, .exited = true, .exit_code = -1, .signal = 9,
+                {.job = 7,
+                 .attempt = 1,
+                 .rank = 1,
+                 .exited = true,
+                 .exit_code = 127,
+                 .step = -1,
+                 .start_failed = true},
+                {.job = 8,
+                 .attempt = 2,
+                 .rank = 0,
+                 .exited = true,
+                 .exit_code = -1,
+                 .signal = 9,
                  .step = 0},
         };
         WireCheckpoint ckpts[] = {{.job = 7, .attempt = 1, .step = 40, .path = "/ckpt/s40"}};
-        WireSync in = {.node = "n1", .boot_id = "b", .agent_id = "a1", .ranks = ranks,
-                       .n_ranks = 3, .checkpoints = ckpts, .n_checkpoints = 1,
-                       .healthy = false, .health_reason = "ecc"};
+        WireSync in = {.node = "n1",
+                       .boot_id = "b",
+                       .agent_id = "a1",
+                       .ranks = ranks,
+                       .n_ranks = 3,
+                       .checkpoints = ckpts,
+                       .n_checkpoints = 1,
+                       .healthy = false,
+                       .health_reason = "ecc"};
         json_t *j = wire_sync_encode(&in);
         check_dump(j, "{\"node\":\"n1\",\"boot_id\":\"b\",\"agent_id\":\"a1\",\"ranks\":["
                       "{\"job\":7,\"attempt\":1,\"rank\":0,\"state\":\"running\",\"pid\":4242,"
@@ -266,12 +294,11 @@ static void test_sync(void) {
         free(big);
         json_t *many = json_array(), *many_ckpts = json_array();
         for (int i = 0; i <= WIRE_MAX_RANKS; i++)
-                json_array_append_new(many, json_pack("{s:i,s:i,s:i,s:s}", "job", 1, "attempt",
-                                                      1, "rank", i, "state", "running"));
+                json_array_append_new(many, json_pack("{s:i,s:i,s:i,s:s}", "job", 1, "attempt", 1,
+                                                      "rank", i, "state", "running"));
         for (int i = 0; i <= WIRE_MAX_CHECKPOINTS; i++)
                 json_array_append_new(many_ckpts, json_pack("{s:i,s:i,s:i,s:s}", "job", i + 1,
-                                                            "attempt", 1, "step", 1, "path",
-                                                            "/c"));
+                                                            "attempt", 1, "step", 1, "path", "/c"));
         j = json_pack("{s:s,s:o}", "node", "n1", "ranks", many);
         CHECK(wire_sync_parse(j, &out, &err) < 0);
         CHECK_STR(err.field, "ranks");
@@ -290,13 +317,22 @@ static void test_sync_answer_round_trip(void) {
         json_t *devices = json_pack("[i,i]", 0, 1);
         json_t *one = json_pack("[s]", "x");
         WireDesiredRank ranks[] = {
-                {.key = {7, 1, 0}, .argv = argv, .env = env, .workdir = "/srv/exp",
-                 .user = "alice", .devices = devices, .accelerator = "nvidia-h100",
-                 .checkpoint_dir = "/ckpt/x", .hang_timeout_s = 30},
+                {.key = {7, 1, 0},
+                 .argv = argv,
+                 .env = env,
+                 .workdir = "/srv/exp",
+                 .user = "alice",
+                 .devices = devices,
+                 .accelerator = "nvidia-h100",
+                 .checkpoint_dir = "/ckpt/x",
+                 .hang_timeout_s = 30},
                 {.key = {8, 2, 3}, .argv = one},
         };
-        WireSyncAnswer in = {.version = 12, .lease_ms = 5000, .sync_period_ms = 1000,
-                             .ranks = ranks, .n_ranks = 2};
+        WireSyncAnswer in = {.version = 12,
+                             .lease_ms = 5000,
+                             .sync_period_ms = 1000,
+                             .ranks = ranks,
+                             .n_ranks = 2};
         json_t *j = wire_sync_answer_encode(&in);
         check_dump(j, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,\"ranks\":["
                       "{\"job\":7,\"attempt\":1,\"rank\":0,\"argv\":[\"python3\",\"train.py\"],"
@@ -410,7 +446,8 @@ static void test_hostile_answers(void) {
         };
         const char *key = "\"job\": 1, \"attempt\": 1, \"rank\": 0";
         char *e = xasprintf("{%s, \"argv\": [\"x\"], \"workdir\": \"/srv\","
-                            " \"hang_timeout_s\": -5}", key);
+                            " \"hang_timeout_s\": -5}",
+                            key);
         char *error = entry_error(e);
         CHECK(!error);
         free(e);
@@ -445,8 +482,8 @@ static void test_hostile_answers(void) {
                       " \"K\": \"%s\", \"L\": \"%s\", \"M\": \"%s\","
                       " \"N\": \"%s\", \"O\": \"%s\", \"P\": \"%s\","
                       " \"Q\": \"%s\"}}",
-                      key, huge, huge, huge, huge, huge, huge, huge, huge, huge, huge, huge,
-                      huge, huge, huge, huge, huge, huge);
+                      key, huge, huge, huge, huge, huge, huge, huge, huge, huge, huge, huge, huge,
+                      huge, huge, huge, huge, huge);
         expect_entry_error(e, "argv and env together are larger than");
         free(e);
         free(huge);

@@ -34,8 +34,7 @@ int token_check_private(const char *path, const struct stat *st, char **ret_erro
         }
         if (st->st_mode & (S_IRWXG | S_IRWXO)) {
                 *ret_error = xasprintf("%s is %s by group or others: run chmod 600 %s", path,
-                                       st->st_mode & (S_IRGRP | S_IROTH) ? "readable"
-                                                                         : "writable",
+                                       st->st_mode & (S_IRGRP | S_IROTH) ? "readable" : "writable",
                                        path);
                 return -EPERM;
         }
@@ -93,8 +92,7 @@ int token_file_load(const char *path, char **ret_data, struct stat *ret_st, char
                 len += (size_t) n;
                 if (len > TOKEN_FILE_MAX) {
                         buffer_free(buf);
-                        *ret_error = xasprintf("%s is larger than %d bytes", path,
-                                               TOKEN_FILE_MAX);
+                        *ret_error = xasprintf("%s is larger than %d bytes", path, TOKEN_FILE_MAX);
                         return -EFBIG;
                 }
         }

@@ -27,11 +27,11 @@ static inline void closep(int *fd) {
 #define _cleanup_close_ _cleanup_(closep)
 
 /* Hands ownership of a pointer to the caller: returns it and clears the variable. */
-#define TAKE_PTR(p)                                                                    \
-        ({                                                                             \
-                __typeof__(p) _p = (p);                                                \
-                (p) = NULL;                                                            \
-                _p;                                                                    \
+#define TAKE_PTR(p)                     \
+        ({                              \
+                __typeof__(p) _p = (p); \
+                (p) = NULL;             \
+                _p;                     \
         })
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
@@ -41,12 +41,12 @@ static inline int min_int(int a, int b) {
 }
 
 /* Makes room for one more element in a growing array (doubling, at least 16). */
-#define GROW(arr, n, cap)                                                                  \
-        do {                                                                               \
-                if ((n) >= (cap)) {                                                        \
-                        (cap) = (cap) ? (cap) * 2 : 16;                                    \
-                        (arr) = xrealloc((arr), (size_t) (cap) * sizeof(*(arr)));          \
-                }                                                                          \
+#define GROW(arr, n, cap)                                                         \
+        do {                                                                      \
+                if ((n) >= (cap)) {                                               \
+                        (cap) = (cap) ? (cap) *2 : 16;                            \
+                        (arr) = xrealloc((arr), (size_t) (cap) * sizeof(*(arr))); \
+                }                                                                 \
         } while (0)
 
 /* Milliseconds on CLOCK_MONOTONIC: for deadlines and intervals. */

@@ -14,10 +14,10 @@ json_t *wire_register_encode(const WireRegister *r) {
 }
 
 int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
-        static const char *const keys[] = {"node",   "hostname",  "address",  "boot_id",
-                                           "agent_id", "labels", "inventory", NULL};
-        static const char *const inv_keys[] = {"cpus", "memory_mb", "numa_nodes",
-                                               "accelerators", NULL};
+        static const char *const keys[] = {"node",     "hostname", "address",   "boot_id",
+                                           "agent_id", "labels",   "inventory", NULL};
+        static const char *const inv_keys[] = {"cpus", "memory_mb", "numa_nodes", "accelerators",
+                                               NULL};
         WireRegister r = {0};
         int k;
         if (!json_is_object(json))
@@ -50,8 +50,8 @@ int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
                 return k;
         r.memory_mb = v;
         v = 0;
-        if ((k = json_get_int(inv, "numa_nodes", "inventory.numa_nodes", false, 0, 4096, &v,
-                              err)) < 0)
+        if ((k = json_get_int(inv, "numa_nodes", "inventory.numa_nodes", false, 0, 4096, &v, err)) <
+            0)
                 return k;
         r.numa_nodes = (int) v;
         json_t *acc = json_object_get(inv, "accelerators");

@@ -17,10 +17,10 @@
 static json_t *encode_desired(const WireDesiredRank *d) {
         return json_pack("{s:I,s:I,s:I,s:O,s:O?,s:s?,s:O?,s:I,s:s?,s:s?,s:s?}", "job",
                          (json_int_t) d->key.job, "attempt", (json_int_t) d->key.attempt, "rank",
-                         (json_int_t) d->key.rank, "argv", d->argv, "env", d->env, "user",
-                         d->user, "devices", d->devices, "hang_timeout_s",
-                         (json_int_t) d->hang_timeout_s, "workdir", d->workdir, "accelerator",
-                         d->accelerator, "checkpoint_dir", d->checkpoint_dir);
+                         (json_int_t) d->key.rank, "argv", d->argv, "env", d->env, "user", d->user,
+                         "devices", d->devices, "hang_timeout_s", (json_int_t) d->hang_timeout_s,
+                         "workdir", d->workdir, "accelerator", d->accelerator, "checkpoint_dir",
+                         d->checkpoint_dir);
 }
 
 json_t *wire_sync_answer_encode(const WireSyncAnswer *a) {
@@ -28,8 +28,8 @@ json_t *wire_sync_answer_encode(const WireSyncAnswer *a) {
         for (size_t i = 0; i < a->n_ranks; i++)
                 json_array_append_new(ranks, encode_desired(&a->ranks[i]));
         return json_pack("{s:I,s:I,s:I,s:o}", "version", (json_int_t) a->version, "lease_ms",
-                         (json_int_t) a->lease_ms, "sync_period_ms",
-                         (json_int_t) a->sync_period_ms, "ranks", ranks);
+                         (json_int_t) a->lease_ms, "sync_period_ms", (json_int_t) a->sync_period_ms,
+                         "ranks", ranks);
 }
 
 _printf_(2, 3) static void desired_error(char **error, const char *fmt, ...) {
@@ -96,8 +96,10 @@ static void check_argv(json_t *argv, size_t *bytes, char **error) {
                         return;
                 }
                 if (!string_ok(v, WIRE_MAX_STRING)) {
-                        desired_error(error, "argv[%zu] is longer than %d bytes or contains a "
-                                      "NUL byte", i, WIRE_MAX_STRING);
+                        desired_error(error,
+                                      "argv[%zu] is longer than %d bytes or contains a "
+                                      "NUL byte",
+                                      i, WIRE_MAX_STRING);
                         return;
                 }
                 *bytes += json_string_length(v) + 1;
@@ -126,8 +128,10 @@ static void check_env(json_t *env, size_t *bytes, char **error) {
                         return;
                 }
                 if (!json_is_string(v) || !string_ok(v, WIRE_MAX_STRING)) {
-                        desired_error(error, "env variable %s is not a string of at most %d "
-                                      "bytes without NUL", key, WIRE_MAX_STRING);
+                        desired_error(error,
+                                      "env variable %s is not a string of at most %d "
+                                      "bytes without NUL",
+                                      key, WIRE_MAX_STRING);
                         return;
                 }
                 *bytes += klen + json_string_length(v) + 2;
@@ -136,13 +140,13 @@ static void check_env(json_t *env, size_t *bytes, char **error) {
 
 /* Fills d from o. Returns -EBADMSG when not even the key can be read. */
 static int parse_desired(json_t *o, WireDesiredRank *d) {
-        *d = (WireDesiredRank){ 0 };
+        *d = (WireDesiredRank){0};
         json_t *job = json_object_get(o, "job"), *attempt = json_object_get(o, "attempt"),
                *rank = json_object_get(o, "rank");
         if (!json_is_integer(job) || !json_is_integer(attempt) || !json_is_integer(rank))
                 return -EBADMSG;
-        d->key = (WireRankKey){ json_integer_value(job), json_integer_value(attempt),
-                                json_integer_value(rank) };
+        d->key = (WireRankKey){json_integer_value(job), json_integer_value(attempt),
+                               json_integer_value(rank)};
         /* Keys name directories and log files: negative numbers have no business there. */
         if (d->key.job < 0 || d->key.attempt < 0 || d->key.rank < 0)
                 return -EBADMSG;
@@ -162,8 +166,8 @@ static int parse_desired(json_t *o, WireDesiredRank *d) {
         d->devices = json_object_get(o, "devices");
         if (json_is_null(d->devices))
                 d->devices = NULL;
-        if (d->devices && (!json_is_array(d->devices) ||
-                           json_array_size(d->devices) > WIRE_MAX_DEVICES))
+        if (d->devices &&
+            (!json_is_array(d->devices) || json_array_size(d->devices) > WIRE_MAX_DEVICES))
                 desired_error(&d->error, "devices must be a list of at most %d indices",
                               WIRE_MAX_DEVICES);
         d->workdir = opt_path(o, "workdir", &d->error);
@@ -211,7 +215,7 @@ void wire_sync_answer_clear(WireSyncAnswer *a) {
                 free(a->ranks[i].error);
         free(a->ranks);
         json_decref(a->json);
-        *a = (WireSyncAnswer){ 0 };
+        *a = (WireSyncAnswer){0};
 }
 
 const WireDesiredRank *wire_sync_answer_find(const WireSyncAnswer *a, WireRankKey key) {
@@ -222,4 +226,3 @@ const WireDesiredRank *wire_sync_answer_find(const WireSyncAnswer *a, WireRankKe
         }
         return NULL;
 }
-

@@ -14,11 +14,10 @@ static json_t *int_or_null(int64_t v, int64_t none) {
 /* Unknown values are null; hung and start_failed appear only when true. */
 static json_t *encode_rank(const WireRankReport *r) {
         json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "job",
-                              (json_int_t) r->job, "attempt", r->attempt, "rank", r->rank,
-                              "state", r->exited ? "exited" : "running", "pid",
-                              int_or_null(r->pid, 0), "exit_code", int_or_null(r->exit_code, -1),
-                              "signal", int_or_null(r->signal, 0), "step",
-                              int_or_null(r->step, -1));
+                              (json_int_t) r->job, "attempt", r->attempt, "rank", r->rank, "state",
+                              r->exited ? "exited" : "running", "pid", int_or_null(r->pid, 0),
+                              "exit_code", int_or_null(r->exit_code, -1), "signal",
+                              int_or_null(r->signal, 0), "step", int_or_null(r->step, -1));
         if (r->hung)
                 json_object_set_new(o, "hung", json_true());
         if (r->start_failed)
@@ -32,20 +31,21 @@ json_t *wire_sync_encode(const WireSync *s) {
                 json_array_append_new(ranks, encode_rank(&s->ranks[i]));
         for (int i = 0; i < s->n_checkpoints; i++) {
                 const WireCheckpoint *c = &s->checkpoints[i];
-                json_array_append_new(ckpts, json_pack("{s:I, s:i, s:I, s:s}", "job",
-                                                       (json_int_t) c->job, "attempt",
-                                                       c->attempt, "step", (json_int_t) c->step,
-                                                       "path", c->path));
+                json_array_append_new(ckpts,
+                                      json_pack("{s:I, s:i, s:I, s:s}", "job", (json_int_t) c->job,
+                                                "attempt", c->attempt, "step", (json_int_t) c->step,
+                                                "path", c->path));
         }
         return json_pack("{s:s, s:s*, s:s*, s:o, s:o, s:{s:b, s:s}}", "node", s->node, "boot_id",
-                         s->boot_id, "agent_id", s->agent_id, "ranks", ranks, "checkpoints",
-                         ckpts, "health", "healthy", s->healthy, "reason",
+                         s->boot_id, "agent_id", s->agent_id, "ranks", ranks, "checkpoints", ckpts,
+                         "health", "healthy", s->healthy, "reason",
                          s->health_reason ? s->health_reason : "");
 }
 
 static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
-        static const char *const keys[] = {"job",       "attempt", "rank", "state", "pid",
-                                           "exit_code", "signal",  "step", "hung", "start_failed", NULL};
+        static const char *const keys[] = {"job",  "attempt",      "rank",   "state",
+                                           "pid",  "exit_code",    "signal", "step",
+                                           "hung", "start_failed", NULL};
         int k;
         int64_t v;
         if (!json_is_object(o))
@@ -83,8 +83,8 @@ static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
         rr->signal = (int) v;
         if ((k = json_get_int(o, "step", "ranks[].step", false, 0, INT64_MAX, &rr->step, err)) < 0)
                 return k;
-        if ((k = json_get_bool(o, "start_failed", "ranks[].start_failed", &rr->start_failed,
-                               err)) < 0)
+        if ((k = json_get_bool(o, "start_failed", "ranks[].start_failed", &rr->start_failed, err)) <
+            0)
                 return k;
         if ((k = json_get_bool(o, "hung", "ranks[].hung", &rr->hung, err)) < 0)
                 return k;
@@ -104,7 +104,8 @@ static int parse_checkpoint(json_t *o, WireCheckpoint *c, JsonError *err) {
         if (!json_is_object(o))
                 return json_error_set(err, "checkpoints", "entries must be objects");
         if ((k = json_check_keys(o, "checkpoints[].", keys, err)) < 0 ||
-            (k = json_get_int(o, "job", "checkpoints[].job", true, 1, INT64_MAX, &c->job, err)) < 0 ||
+            (k = json_get_int(o, "job", "checkpoints[].job", true, 1, INT64_MAX, &c->job, err)) <
+                    0 ||
             (k = json_get_int(o, "attempt", "checkpoints[].attempt", true, 1, INT32_MAX, &v, err)) <
                     0 ||
             (k = json_get_int(o, "step", "checkpoints[].step", true, 0, INT64_MAX, &c->step, err)) <

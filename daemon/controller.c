@@ -163,8 +163,7 @@ int ctl_end_turn(Controller *ctl) {
         if (store_rollback(ctl->store) < 0)
                 log_warning("rollback: %s", store_last_error(ctl->store));
         /* Memory now holds what the disk does not: accept nothing more. */
-        snprintf(ctl->failure, sizeof(ctl->failure), "the state database failed: %s",
-                 t->failure);
+        snprintf(ctl->failure, sizeof(ctl->failure), "the state database failed: %s", t->failure);
         return r;
 }
 

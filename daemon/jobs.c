@@ -59,7 +59,9 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
                                  .suspects = node ? node->suspects : NULL,
                                  .n_suspects = node ? &node->n_suspects : NULL,
                                  .suspect_cap = NODE_SUSPECT_HISTORY};
-        HealthCase c = {.finding = f, .policy = &job->spec->restart, .restarts_used = job->restarts,
+        HealthCase c = {.finding = f,
+                        .policy = &job->spec->restart,
+                        .restarts_used = job->restarts,
                         .quick_failures = job->quick_failures,
                         .progressed = attempt_record_progress(job, job_current_attempt(job)),
                         .suspect = {.job = job->id, .owner = job_owner(job), .at_ms = now_wall},
@@ -77,8 +79,7 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
                 if (j.quarantine && (node->state == NODE_READY || node->state == NODE_UNHEALTHY)) {
                         char reason[96];
                         snprintf(reason, sizeof(reason), "blamed for %d failures within %llds",
-                                 node->n_blame,
-                                 (long long) (ctl->cfg.quarantine_window_ms / 1000));
+                                 node->n_blame, (long long) (ctl->cfg.quarantine_window_ms / 1000));
                         tr_node(t, node, NODE_QUARANTINED, reason);
                 }
         }
@@ -89,8 +90,8 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
         free(job->avoid_node);
         job->avoid_node = j.avoid ? xstrdup(node->name) : NULL;
         if (j.verdict.action == HEALTH_FAIL) {
-                job->exit_code = f->exit_code >= 0 ? f->exit_code
-                                                   : (f->signal > 0 ? 128 + f->signal : -1);
+                job->exit_code =
+                        f->exit_code >= 0 ? f->exit_code : (f->signal > 0 ? 128 + f->signal : -1);
                 tr_job(t, job, JOB_FAILED, reason_text);
                 return;
         }
@@ -166,15 +167,15 @@ static int submit_parse(json_t *spec_json, JobSpec **ret_spec, char **ret_text, 
         return 0;
 }
 
-int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_key,
-                   Job **ret_job, bool *ret_created, CtlError *err) {
+int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_key, Job **ret_job,
+                   bool *ret_created, CtlError *err) {
         JobSpec *spec = NULL;
         char *text = NULL;
         int r = submit_parse(spec_json, &spec, &text, err);
         if (r < 0)
                 return r;
-        Job *existing = idempotency_key ? strmap_get(ctl->model.idempotency, idempotency_key)
-                                        : NULL;
+        Job *existing =
+                idempotency_key ? strmap_get(ctl->model.idempotency, idempotency_key) : NULL;
         if (existing) {
                 bool same = strcmp(existing->spec_text, text) == 0;
                 free(text);
@@ -205,9 +206,15 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
                 return -ENOSPC;
         }
         Job *job = xcalloc(1, sizeof(Job));
-        *job = (Job){.id = ctl->model.next_job_id, .spec = spec, .spec_text = text,
-                     .state = JOB_PENDING, .reason = xstrdup(""), .exit_code = -1,
-                     .created_ms = util_wall_ms(), .ckpt_step = -1, .best_step = -1,
+        *job = (Job){.id = ctl->model.next_job_id,
+                     .spec = spec,
+                     .spec_text = text,
+                     .state = JOB_PENDING,
+                     .reason = xstrdup(""),
+                     .exit_code = -1,
+                     .created_ms = util_wall_ms(),
+                     .ckpt_step = -1,
+                     .best_step = -1,
                      .idempotency_key = idempotency_key ? xstrdup(idempotency_key) : NULL,
                      .wait = SCHED_WAIT_CAPACITY};
         job->queued_ms = job->created_ms;

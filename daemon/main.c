@@ -203,8 +203,8 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
  */
 static void settings_parse(Settings *s, int argc, char **argv, const char **ret_config) {
         _cleanup_free_ char *error = NULL;
-        int r = config_parse_args(argc, argv, options, DEFAULT_CONFIG, settings_set, s,
-                                  ret_config, &error);
+        int r = config_parse_args(argc, argv, options, DEFAULT_CONFIG, settings_set, s, ret_config,
+                                  &error);
         if (r == CONFIG_HELP) {
                 usage(stdout);
                 exit(0);
@@ -214,8 +214,9 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
                 exit(2);
         }
         if (s->ctl.sync_period_ms >= s->ctl.lease_ms) {
-                fprintf(stderr, "axctld: the sync period (%lld ms) must be below the lease "
-                                "(%lld ms)\n",
+                fprintf(stderr,
+                        "axctld: the sync period (%lld ms) must be below the lease "
+                        "(%lld ms)\n",
                         (long long) s->ctl.sync_period_ms, (long long) s->ctl.lease_ms);
                 exit(2);
         }
@@ -258,7 +259,8 @@ static int listen_on(const char *address, int *ret_port) {
                 if (end)
                         *end = '\0';
         }
-        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+        struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                                 .ai_socktype = SOCK_STREAM,
                                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
         struct addrinfo *res;
         if (getaddrinfo(*host ? host : NULL, port, &hints, &res) != 0)
@@ -297,8 +299,11 @@ int main(int argc, char **argv) {
         Settings settings = {
                 .listen = xstrdup("127.0.0.1:8470"),
                 .db_path = xstrdup("axctld.db"),
-                .ctl = {.lease_ms = 5000, .grace_ms = 1000, .sync_period_ms = 1000,
-                        .quarantine_after = 3, .quarantine_window_ms = 3600 * 1000},
+                .ctl = {.lease_ms = 5000,
+                        .grace_ms = 1000,
+                        .sync_period_ms = 1000,
+                        .quarantine_after = 3,
+                        .quarantine_window_ms = 3600 * 1000},
                 .level = LOG_LEVEL_INFO,
         };
         const char *config_used = NULL;
@@ -341,8 +346,8 @@ int main(int argc, char **argv) {
          * of being refused. Only the first socket is served.
          */
         int n_fds = sd_listen_fds(1);
-        bool activated = n_fds >= 1 &&
-                         sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0;
+        bool activated =
+                n_fds >= 1 && sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0;
         if (n_fds > 1)
                 log_warning("systemd passed %d sockets; serving only the first", n_fds);
         if (n_fds >= 1 && !activated)
@@ -377,15 +382,16 @@ int main(int argc, char **argv) {
                 ctl_free(ctl);
                 return 2;
         }
-        ApiOptions api_opts = {.auth = settings.auth, .tls_cert_pem = cert_pem,
-                               .tls_key_pem = key_pem};
+        ApiOptions api_opts = {
+                .auth = settings.auth, .tls_cert_pem = cert_pem, .tls_key_pem = key_pem};
         Api *api = NULL;
         if ((r = api_new(ctl, lfd, &api_opts, &api)) < 0) {
                 /* With TLS the likely cause is the certificate or key: a configuration
                  * error (exit 2, which the unit does not restart). */
                 if (cert_pem)
-                        fprintf(stderr, "axctld: cannot serve HTTPS: check that %s and %s are a "
-                                        "matching PEM certificate and key\n",
+                        fprintf(stderr,
+                                "axctld: cannot serve HTTPS: check that %s and %s are a "
+                                "matching PEM certificate and key\n",
                                 settings.tls_cert, settings.tls_key);
                 else
                         log_error("cannot start the HTTP server");

@@ -21,7 +21,8 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
 
         metrics_write_header(f, "axctl_jobs", "gauge", "Jobs by state.");
         for (int s = 0; s < _JOB_STATE_MAX; s++)
-                fprintf(f, "axctl_jobs{state=\"%s\"} %d\n", job_state_to_string((JobState) s), jobs[s]);
+                fprintf(f, "axctl_jobs{state=\"%s\"} %d\n", job_state_to_string((JobState) s),
+                        jobs[s]);
         metrics_write_header(f, "axctl_ranks_running", "gauge", "Ranks reported running.");
         fprintf(f, "axctl_ranks_running %d\n", ranks);
         metrics_write_header(f, "axctl_nodes", "gauge", "Nodes by state.");

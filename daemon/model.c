@@ -133,9 +133,10 @@ void model_node_set_inventory(Node *node, json_t *inventory) {
         for (int i = 0; i < node->n_devices; i++) {
                 json_t *a = json_array_get(acc, (size_t) i);
                 const char *kind = json_str(a, "kind");
-                node->devices[i] = (NodeDevice){.kind = xstrdup(kind ? kind : "unknown"),
-                                                .numa_node = (int) json_int(a, "numa_node", -1),
-                                                .pcie_switch = (int) json_int(a, "pcie_switch", -1)};
+                node->devices[i] =
+                        (NodeDevice){.kind = xstrdup(kind ? kind : "unknown"),
+                                     .numa_node = (int) json_int(a, "numa_node", -1),
+                                     .pcie_switch = (int) json_int(a, "pcie_switch", -1)};
         }
 }
 

@@ -100,7 +100,8 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
                 node->version = (uint64_t) util_wall_ms() * 1000;
                 model_node_add(&ctl->model, node);
         }
-        HealthSeen seen = {.kind = HEALTH_SEEN_REGISTER, .node = node->name,
+        HealthSeen seen = {.kind = HEALTH_SEEN_REGISTER,
+                           .node = node->name,
                            .boot_changed = !fresh && node->boot_id && msg->boot_id &&
                                            strcmp(node->boot_id, msg->boot_id) != 0};
         HealthFinding f;
@@ -170,10 +171,16 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
         }
         if (rr->step >= 0)
                 r->step = rr->step; /* progress is liveness: kept in memory, saved on transitions */
-        HealthSeen seen = {.kind = HEALTH_SEEN_RANK, .node = node->name, .rank = r->rank,
-                           .exited = rr->exited, .start_failed = rr->start_failed,
-                           .hung = rr->hung, .exit_code = rr->exit_code, .signal = rr->signal,
-                           .step = r->step, .hang_timeout_s = job->spec->hang_timeout_s};
+        HealthSeen seen = {.kind = HEALTH_SEEN_RANK,
+                           .node = node->name,
+                           .rank = r->rank,
+                           .exited = rr->exited,
+                           .start_failed = rr->start_failed,
+                           .hung = rr->hung,
+                           .exit_code = rr->exit_code,
+                           .signal = rr->signal,
+                           .step = r->step,
+                           .hang_timeout_s = job->spec->hang_timeout_s};
         HealthFinding f;
         if (!rr->exited) {
                 if (r->state == RANK_ASSIGNED)
@@ -237,8 +244,11 @@ static void checkpoint_report(Controller *ctl, Node *node, const WireCheckpoint 
         free(job->ckpt_path);
         job->ckpt_path = xstrdup(c->path);
         turn_job_dirty(t, job);
-        StoreCheckpoint sc = {.job = job->id, .step = c->step, .path = c->path,
-                              .committed_ms = util_wall_ms(), .attempt = c->attempt};
+        StoreCheckpoint sc = {.job = job->id,
+                              .step = c->step,
+                              .path = c->path,
+                              .committed_ms = util_wall_ms(),
+                              .attempt = c->attempt};
         int r = turn_write(t) ? store_checkpoint_put(t->store, &sc) : 0;
         if (r < 0)
                 turn_fail(t, r, "cannot record a checkpoint: %s", store_last_error(t->store));
@@ -282,8 +292,10 @@ static void ranks_missing(Controller *ctl, Node *node, const WireSync *msg,
                         /* It ran, and the agent lost it without an exit status. */
                         tr_rank_gone(t, job, r);
                         tr_rank(t, job, r, RANK_FAILED);
-                        HealthSeen seen = {.kind = HEALTH_SEEN_RANK_MISSING, .node = node->name,
-                                           .rank = r->rank, .exit_code = -1};
+                        HealthSeen seen = {.kind = HEALTH_SEEN_RANK_MISSING,
+                                           .node = node->name,
+                                           .rank = r->rank,
+                                           .exit_code = -1};
                         HealthFinding f;
                         if (health_detect(&seen, &f))
                                 jobs_attempt_failed(ctl, job, node, &f);
@@ -292,8 +304,8 @@ static void ranks_missing(Controller *ctl, Node *node, const WireSync *msg,
         free(node_jobs);
 }
 
-int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version,
-                  Node **ret_node, CtlError *err) {
+int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version, Node **ret_node,
+                  CtlError *err) {
         Turn *t = &ctl->turn;
         Node *node = ctl_node_find(ctl, msg->node);
         if (!node || !node->connected) {
@@ -317,7 +329,9 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
         node->last_seen_ms = util_wall_ms();
         if (node->state == NODE_DOWN)
                 tr_node(t, node, NODE_READY, "syncing again");
-        HealthSeen seen = {.kind = HEALTH_SEEN_NODE, .node = node->name, .healthy = msg->healthy,
+        HealthSeen seen = {.kind = HEALTH_SEEN_NODE,
+                           .node = node->name,
+                           .healthy = msg->healthy,
                            .health_reason = msg->health_reason};
         HealthFinding f;
         if (health_detect(&seen, &f))
@@ -345,9 +359,11 @@ int ctl_node_drain(Controller *ctl, const char *name, bool now, Node **ret_node,
                 tr_node(&ctl->turn, node, NODE_DRAINING,
                         now ? "drained by request, jobs moved" : "drained by request");
         if (now) {
-                HealthFinding f = {.reason = END_DRAINED, .cls = FAILURE_PREEMPTED,
+                HealthFinding f = {.reason = END_DRAINED,
+                                   .cls = FAILURE_PREEMPTED,
                                    .scope = HEALTH_SCOPE_NODE,
-                                   .node_state = _NODE_STATE_INVALID, .exit_code = -1,
+                                   .node_state = _NODE_STATE_INVALID,
+                                   .exit_code = -1,
                                    .detail = "node drained"};
                 node_finding(ctl, node, &f);
         }
@@ -401,9 +417,11 @@ void nodes_tick(Controller *ctl, int64_t now_ms) {
                 Node *n = ctl->model.nodes[i];
                 if (n->state == NODE_DOWN)
                         continue;
-                HealthSeen seen = {.kind = HEALTH_SEEN_SILENCE, .node = n->name,
+                HealthSeen seen = {.kind = HEALTH_SEEN_SILENCE,
+                                   .node = n->name,
                                    .silent_ms = now_ms - n->last_sync_mono,
-                                   .lease_ms = ctl->cfg.lease_ms, .grace_ms = ctl->cfg.grace_ms};
+                                   .lease_ms = ctl->cfg.lease_ms,
+                                   .grace_ms = ctl->cfg.grace_ms};
                 HealthFinding f;
                 if (health_detect(&seen, &f))
                         node_finding(ctl, n, &f);

@@ -57,11 +57,15 @@ static int persist_job(Store *store, Job *job) {
                 Attempt *a = &job->attempts[i];
                 if (!a->dirty)
                         continue;
-                StoreAttempt sa = {.job = job->id, .attempt = a->attempt,
-                                   .resume_step = a->resume_step, .resume_path = a->resume_path,
-                                   .started_ms = a->started_ms, .ended_ms = opt_ms(a->ended_ms),
+                StoreAttempt sa = {.job = job->id,
+                                   .attempt = a->attempt,
+                                   .resume_step = a->resume_step,
+                                   .resume_path = a->resume_path,
+                                   .started_ms = a->started_ms,
+                                   .ended_ms = opt_ms(a->ended_ms),
                                    .end_reason = end_reason_to_string(a->end_reason),
-                                   .blamed_node = a->blamed_node, .detail = a->detail};
+                                   .blamed_node = a->blamed_node,
+                                   .detail = a->detail};
                 r = store_attempt_put(store, &sa);
                 a->dirty = false;
         }
@@ -70,14 +74,19 @@ static int persist_job(Store *store, Job *job) {
                 if (!rk->dirty)
                         continue;
                 char *devices = devices_json(rk);
-                StoreRank sr = {.job = job->id, .attempt = rk->attempt, .rank = rk->rank,
-                                .node = rk->node_name, .devices = devices,
-                                .state = rank_state_to_string(rk->state), .alive = rk->alive,
+                StoreRank sr = {.job = job->id,
+                                .attempt = rk->attempt,
+                                .rank = rk->rank,
+                                .node = rk->node_name,
+                                .devices = devices,
+                                .state = rank_state_to_string(rk->state),
+                                .alive = rk->alive,
                                 .pid = rk->pid > 0 ? rk->pid : STORE_NONE,
                                 .exit_code = rk->exit_code >= 0 ? rk->exit_code : STORE_NONE,
                                 .signal = rk->signal > 0 ? rk->signal : STORE_NONE,
                                 .step = rk->step >= 0 ? rk->step : STORE_NONE,
-                                .local_rank = rk->local_rank, .node_rank = rk->node_rank};
+                                .local_rank = rk->local_rank,
+                                .node_rank = rk->node_rank};
                 r = store_rank_put(store, &sr);
                 free(devices);
                 rk->dirty = false;
@@ -94,11 +103,17 @@ static int persist_node(Store *store, Node *node) {
                 json_array_append_new(blames, json_integer(node->blame_times[i]));
         char *blame_text = json_dumps(blames, JSON_COMPACT);
         json_decref(blames);
-        StoreNode sn = {.name = node->name, .hostname = node->hostname, .address = node->address,
-                        .boot_id = node->boot_id, .agent_id = node->agent_id,
-                        .labels = labels, .inventory = inventory,
-                        .state = node_state_to_string(node->state), .reason = node->reason,
-                        .last_seen_ms = opt_ms(node->last_seen_ms), .blame_times = blame_text};
+        StoreNode sn = {.name = node->name,
+                        .hostname = node->hostname,
+                        .address = node->address,
+                        .boot_id = node->boot_id,
+                        .agent_id = node->agent_id,
+                        .labels = labels,
+                        .inventory = inventory,
+                        .state = node_state_to_string(node->state),
+                        .reason = node->reason,
+                        .last_seen_ms = opt_ms(node->last_seen_ms),
+                        .blame_times = blame_text};
         int r = store_node_put(store, &sn);
         free(labels);
         free(inventory);
@@ -192,12 +207,18 @@ static int load_rank(void *ud, const StoreRank *sr) {
         rank_clear(r);
         json_error_t jerr;
         json_t *devs = json_loads(sr->devices ? sr->devices : "[]", 0, &jerr);
-        *r = (Rank){.rank = sr->rank, .attempt = sr->attempt, .node_name = xstrdup(sr->node),
+        *r = (Rank){.rank = sr->rank,
+                    .attempt = sr->attempt,
+                    .node_name = xstrdup(sr->node),
                     .n_devices = (int) json_array_size(devs),
-                    .state = rank_state_from_string(sr->state), .alive = sr->alive,
-                    .pid = (int) from_opt(sr->pid, 0), .exit_code = (int) from_opt(sr->exit_code, -1),
-                    .signal = (int) from_opt(sr->signal, 0), .step = from_opt(sr->step, -1),
-                    .local_rank = sr->local_rank, .node_rank = sr->node_rank};
+                    .state = rank_state_from_string(sr->state),
+                    .alive = sr->alive,
+                    .pid = (int) from_opt(sr->pid, 0),
+                    .exit_code = (int) from_opt(sr->exit_code, -1),
+                    .signal = (int) from_opt(sr->signal, 0),
+                    .step = from_opt(sr->step, -1),
+                    .local_rank = sr->local_rank,
+                    .node_rank = sr->node_rank};
         r->devices = xcalloc((size_t) r->n_devices + 1, sizeof(int));
         for (int i = 0; i < r->n_devices; i++)
                 r->devices[i] = (int) json_integer_value(json_array_get(devs, (size_t) i));

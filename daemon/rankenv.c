@@ -60,8 +60,8 @@ json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank) {
                 if (hosts[r->node_rank])
                         continue;
                 Node *node = ctl_node_find(ctl, r->node_name);
-                hosts[r->node_rank] = address_host(node ? node->address : NULL,
-                                                   node ? node->hostname : NULL);
+                hosts[r->node_rank] =
+                        address_host(node ? node->address : NULL, node ? node->hostname : NULL);
         }
         size_t hosts_len = 1;
         for (int i = 0; i < num_nodes; i++)
@@ -87,7 +87,8 @@ json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank) {
         set(env, "AXCTL_NUM_NODES", "%d", num_nodes);
         set(env, "AXCTL_NODE_HOSTNAMES", "%s", host_list);
         set(env, "AXCTL_COORDINATOR", "%s:%d", coord_host, port);
-        set(env, "AXCTL_CHECKPOINT_DIR", "%s", job->spec->checkpoint_dir ? job->spec->checkpoint_dir : "");
+        set(env, "AXCTL_CHECKPOINT_DIR", "%s",
+            job->spec->checkpoint_dir ? job->spec->checkpoint_dir : "");
         if (a && a->resume_step > 0) {
                 set(env, "AXCTL_RESUME_STEP", "%lld", (long long) a->resume_step);
                 set(env, "AXCTL_RESUME_CHECKPOINT", "%s", a->resume_path ? a->resume_path : "");

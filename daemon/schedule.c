@@ -24,8 +24,10 @@ typedef struct Snapshot {
 
 /* Fills a scheduler node from a Node; labels point into the node's JSON. */
 static void sched_node_fill(Node *node, SchedNode *sn, SchedLabel *labels) {
-        *sn = (SchedNode){.name = node->name, .schedulable = node->state == NODE_READY,
-                          .cpus_free = node->cpus, .cpus_total = node->cpus,
+        *sn = (SchedNode){.name = node->name,
+                          .schedulable = node->state == NODE_READY,
+                          .cpus_free = node->cpus,
+                          .cpus_total = node->cpus,
                           .memory_free_mb = node->memory_mb > 0 ? node->memory_mb : -1,
                           .memory_total_mb = node->memory_mb > 0 ? node->memory_mb : 0,
                           .n_devices = node->n_devices,
@@ -45,14 +47,21 @@ static void sched_node_fill(Node *node, SchedNode *sn, SchedLabel *labels) {
 
 static void sched_job_fill(const JobSpec *spec, const Job *job, SchedJob *sj,
                            SchedLabel *selector) {
-        *sj = (SchedJob){.id = job ? job->id : 0, .project = spec->project, .user = spec->user,
-                         .priority = spec->priority, .created_ms = job ? job->created_ms : 0,
-                         .submitted_ms = job ? job->queued_ms : 0, .ranks = spec->ranks,
-                         .ranks_per_node = spec->ranks_per_node, .accelerator = spec->accelerator,
+        *sj = (SchedJob){.id = job ? job->id : 0,
+                         .project = spec->project,
+                         .user = spec->user,
+                         .priority = spec->priority,
+                         .created_ms = job ? job->created_ms : 0,
+                         .submitted_ms = job ? job->queued_ms : 0,
+                         .ranks = spec->ranks,
+                         .ranks_per_node = spec->ranks_per_node,
+                         .accelerator = spec->accelerator,
                          .accelerators_per_rank = spec->accelerators_per_rank,
-                         .cpus = spec->cpus, .memory_mb = spec->memory_mb,
+                         .cpus = spec->cpus,
+                         .memory_mb = spec->memory_mb,
                          .avoid_node = job ? job->avoid_node : NULL,
-                         .same_label = spec->same_label, .node_selector = selector};
+                         .same_label = spec->same_label,
+                         .node_selector = selector};
         const char *k;
         json_t *v;
         json_object_foreach(spec->node_selector, k, v) {
@@ -129,15 +138,21 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                 dev += (size_t) job->n_ranks * (size_t) apr;
                 Attempt *a = job_current_attempt(job);
                 snap->running_of[snap->s.n_running] = job;
-                snap->s.running[snap->s.n_running++] = (SchedRunning){
-                        .id = job->id, .project = job->spec->project, .user = job->spec->user,
-                        .priority = job->spec->priority, .tier = job->tier,
-                        .started_ms = a ? a->started_ms : job->created_ms,
-                        .stopping = !job_attempt_live(job),
-                        .accelerator = job->spec->accelerator, .accelerators_per_rank = apr,
-                        .cpus = job->spec->cpus, .memory_mb = job->spec->memory_mb,
-                        .n_ranks = job->n_ranks, .rank_node = rank_node,
-                        .rank_devices = rank_devices};
+                snap->s.running[snap->s.n_running++] =
+                        (SchedRunning){.id = job->id,
+                                       .project = job->spec->project,
+                                       .user = job->spec->user,
+                                       .priority = job->spec->priority,
+                                       .tier = job->tier,
+                                       .started_ms = a ? a->started_ms : job->created_ms,
+                                       .stopping = !job_attempt_live(job),
+                                       .accelerator = job->spec->accelerator,
+                                       .accelerators_per_rank = apr,
+                                       .cpus = job->spec->cpus,
+                                       .memory_mb = job->spec->memory_mb,
+                                       .n_ranks = job->n_ranks,
+                                       .rank_node = rank_node,
+                                       .rank_devices = rank_devices};
         }
         free(jobs);
 }
@@ -216,8 +231,9 @@ bool schedule_pass(Controller *ctl, bool full, SchedResult *ret) {
         /* An incremental pass scans the queue only when some job there may need it. */
         bool scan = full || ctl->sched.n_held > 0 ||
                     now_wall - ctl->sched.oldest_waiting_ms > SCHED_STARVATION_AFTER_MS_DEFAULT;
-        Job **cand = xmalloc(((size_t) ctl->sched.n_fresh + (scan ? (size_t) ctl->model.n_active : 0) + 1) *
-                             sizeof(Job *));
+        Job **cand = xmalloc(
+                ((size_t) ctl->sched.n_fresh + (scan ? (size_t) ctl->model.n_active : 0) + 1) *
+                sizeof(Job *));
         int n_cand = 0;
         for (int j = 0; j < ctl->sched.n_fresh; j++) {
                 Job *job = ctl->sched.fresh[j];

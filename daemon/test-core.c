@@ -72,9 +72,14 @@ static Job *job_new(Model *m, int ranks) {
         CHECK(spec_parse(spec_json, &spec, &err) == 0);
         json_decref(spec_json);
         Job *job = xcalloc(1, sizeof(Job));
-        *job = (Job){.id = m->next_job_id, .spec = spec, .spec_text = xstrdup("{}"),
-                     .state = JOB_PENDING, .reason = xstrdup(""), .exit_code = -1,
-                     .ckpt_step = -1, .best_step = -1};
+        *job = (Job){.id = m->next_job_id,
+                     .spec = spec,
+                     .spec_text = xstrdup("{}"),
+                     .state = JOB_PENDING,
+                     .reason = xstrdup(""),
+                     .exit_code = -1,
+                     .ckpt_step = -1,
+                     .best_step = -1};
         model_job_add(m, job);
         return job;
 }
@@ -148,8 +153,7 @@ static void test_turn(void) {
         CHECK(tr_job(&t, job, JOB_CANCELLED, "by test"));
         CHECK(job->finished_ms > 0);
         CHECK_STR(job->reason, "by test");
-        CHECK(turn_take_effects(&t, ~0u) ==
-              (TURN_SWEEP | TURN_SCHEDULE | TURN_SCHEDULE_FULL));
+        CHECK(turn_take_effects(&t, ~0u) == (TURN_SWEEP | TURN_SCHEDULE | TURN_SCHEDULE_FULL));
         CHECK_INT(events(store, job->id), before + 2);
 
         /* Nodes: quarantine has no way out but an operator's. */
@@ -177,9 +181,13 @@ static void test_turn(void) {
 static Controller *controller(const char *name) {
         char path[256];
         snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
-        CtlConfig cfg = {.db_path = path, .lease_ms = 10000, .grace_ms = 2000,
-                         .sync_period_ms = 1000, .quarantine_after = 3,
-                         .quarantine_window_ms = 600000, .strict_transitions = true};
+        CtlConfig cfg = {.db_path = path,
+                         .lease_ms = 10000,
+                         .grace_ms = 2000,
+                         .sync_period_ms = 1000,
+                         .quarantine_after = 3,
+                         .quarantine_window_ms = 600000,
+                         .strict_transitions = true};
         Controller *ctl = NULL;
         CHECK(ctl_new(&cfg, &ctl) == 0);
         CHECK(ctl_end_turn(ctl) == 0);
@@ -188,8 +196,11 @@ static Controller *controller(const char *name) {
 
 static Node *node_register(Controller *ctl, const char *name) {
         json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
-        WireRegister msg = {.node = name, .hostname = name, .boot_id = "boot-1",
-                            .agent_id = "agent-1", .inventory = inv};
+        WireRegister msg = {.node = name,
+                            .hostname = name,
+                            .boot_id = "boot-1",
+                            .agent_id = "agent-1",
+                            .inventory = inv};
         Node *node = NULL;
         CtlError err = {0};
         CHECK(ctl_node_register(ctl, &msg, &node, &err) == 0);
@@ -211,8 +222,13 @@ static Job *submit(Controller *ctl, const char *user, int ranks) {
 }
 
 static void sync_ranks(Controller *ctl, Node *node, WireRankReport *ranks, int n) {
-        WireSync msg = {.node = node->name, .boot_id = "boot-1", .agent_id = "agent-1",
-                        .ranks = ranks, .n_ranks = n, .healthy = true, .health_reason = ""};
+        WireSync msg = {.node = node->name,
+                        .boot_id = "boot-1",
+                        .agent_id = "agent-1",
+                        .ranks = ranks,
+                        .n_ranks = n,
+                        .healthy = true,
+                        .health_reason = ""};
         Node *ret = NULL;
         CtlError err = {0};
         CHECK(ctl_node_sync(ctl, &msg, node->version, &ret, &err) == 0);
@@ -237,8 +253,9 @@ static void test_controller_turns(void) {
         CHECK_INT(ctl->turn.n_dirty_jobs, 0); /* written */
 
         /* Both ranks run: the job runs. */
-        WireRankReport rr[2] = {{.job = job->id, .attempt = 1, .rank = 0, .pid = 10, .exit_code = -1, .step = -1},
-                                {.job = job->id, .attempt = 1, .rank = 1, .pid = 11, .exit_code = -1, .step = -1}};
+        WireRankReport rr[2] = {
+                {.job = job->id, .attempt = 1, .rank = 0, .pid = 10, .exit_code = -1, .step = -1},
+                {.job = job->id, .attempt = 1, .rank = 1, .pid = 11, .exit_code = -1, .step = -1}};
         sync_ranks(ctl, n1, rr, 2);
         CHECK_INT(job->state, JOB_RUNNING);
         CHECK(ctl_end_turn(ctl) == 0);
@@ -272,14 +289,21 @@ static void test_controller_turns(void) {
         CHECK_INT(job->attempt, 2);
 
         /* Reports for the old attempt are ignored (fencing). */
-        WireRankReport stale = {.job = job->id, .attempt = 1, .rank = 0, .exited = true,
-                                .exit_code = 1, .step = -1};
+        WireRankReport stale = {.job = job->id,
+                                .attempt = 1,
+                                .rank = 0,
+                                .exited = true,
+                                .exit_code = 1,
+                                .step = -1};
         sync_ranks(ctl, n1, &stale, 1);
         CHECK_INT(job->state, JOB_STARTING);
 
         /* The node reports itself unhealthy: it is blamed, the job moves off it. */
-        WireSync sick = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1",
-                         .healthy = false, .health_reason = "gpu 0 lost"};
+        WireSync sick = {.node = "n1",
+                         .boot_id = "boot-1",
+                         .agent_id = "agent-1",
+                         .healthy = false,
+                         .health_reason = "gpu 0 lost"};
         Node *ret = NULL;
         CtlError err = {0};
         CHECK(ctl_node_sync(ctl, &sick, n1->version, &ret, &err) == 0);
@@ -294,8 +318,11 @@ static void test_controller_turns(void) {
         Job *none = NULL;
         CHECK(ctl_job_cancel(ctl, 999, &none, &err) < 0);
         CHECK_INT(err.code, CTL_ERR_NOT_FOUND);
-        WireSync other = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-2",
-                          .healthy = true, .health_reason = ""};
+        WireSync other = {.node = "n1",
+                          .boot_id = "boot-1",
+                          .agent_id = "agent-2",
+                          .healthy = true,
+                          .health_reason = ""};
         CHECK(ctl_node_sync(ctl, &other, 0, &ret, &err) < 0);
         CHECK_INT(err.code, CTL_ERR_NODE_CLAIMED);
         CHECK(ctl_failure(ctl) == NULL);

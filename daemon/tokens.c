@@ -71,9 +71,12 @@ static int print_token(void *userdata, const StoreToken *t) {
 
 int token_command(int argc, char **argv) {
         static const struct option options[] = {
-                {"db", required_argument, NULL, 'd'},   {"name", required_argument, NULL, 'n'},
-                {"role", required_argument, NULL, 'r'}, {"project", required_argument, NULL, 'p'},
-                {"node", required_argument, NULL, 'N'}, {"help", no_argument, NULL, 'h'},
+                {"db", required_argument, NULL, 'd'},
+                {"name", required_argument, NULL, 'n'},
+                {"role", required_argument, NULL, 'r'},
+                {"project", required_argument, NULL, 'p'},
+                {"node", required_argument, NULL, 'N'},
+                {"help", no_argument, NULL, 'h'},
                 {},
         };
         if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -148,7 +151,8 @@ int token_command(int argc, char **argv) {
                         goto out;
                 }
         } else if (strcmp(verb, "list") != 0) {
-                fprintf(stderr, "axctld token: unknown command '%s' (create, revoke, list)\n", verb);
+                fprintf(stderr, "axctld token: unknown command '%s' (create, revoke, list)\n",
+                        verb);
                 goto out;
         }
 
@@ -161,7 +165,8 @@ int token_command(int argc, char **argv) {
         }
         status = 1;
         if (strcmp(verb, "list") == 0) {
-                printf("%-20s %-6s %-30s %-12s %s\n", "NAME", "ROLE", "PROJECTS", "NODE", "CREATED");
+                printf("%-20s %-6s %-30s %-12s %s\n", "NAME", "ROLE", "PROJECTS", "NODE",
+                       "CREATED");
                 r = store_tokens_list(store, print_token, NULL);
                 status = r < 0 ? 1 : 0;
         } else if (strcmp(verb, "revoke") == 0) {
@@ -173,12 +178,15 @@ int token_command(int argc, char **argv) {
                 else
                         status = 0;
         } else {
-                _cleanup_free_ char *token = NULL, *projects_text = json_dumps(projects, JSON_COMPACT);
+                _cleanup_free_ char *token = NULL,
+                                    *projects_text = json_dumps(projects, JSON_COMPACT);
                 char hash[TOKEN_HASH_HEX];
                 if (token_generate(&token) < 0 || token_hash(token, hash) < 0) {
                         fprintf(stderr, "axctld token: cannot make a random token\n");
                 } else {
-                        StoreToken t = {.name = name, .hash = hash, .role = role_s,
+                        StoreToken t = {.name = name,
+                                        .hash = hash,
+                                        .role = role_s,
                                         .projects = projects_text,
                                         .node = role == TOKEN_ROLE_AGENT ? node : NULL,
                                         .created_ms = util_wall_ms()};
@@ -219,4 +227,3 @@ bool token_identity_has_project(const TokenIdentity *id, const char *project) {
         }
         return false;
 }
-

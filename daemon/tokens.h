@@ -13,7 +13,6 @@
 #include "store.h"
 #include "token.h"
 
-
 typedef enum TokenRole {
         TOKEN_ROLE_ADMIN,
         TOKEN_ROLE_USER,
@@ -41,4 +40,3 @@ typedef struct TokenIdentity {
 void token_identity_clear(TokenIdentity *id);
 /* Whether a user identity may act in project (admins may everywhere). */
 bool token_identity_has_project(const TokenIdentity *id, const char *project);
-

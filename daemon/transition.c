@@ -29,8 +29,7 @@ static const unsigned job_next[_JOB_STATE_MAX] = {
 static const unsigned rank_next[_RANK_STATE_MAX] = {
         [RANK_ASSIGNED] = BIT(RANK_RUNNING) | BIT(RANK_SUCCEEDED) | BIT(RANK_FAILED) |
                           BIT(RANK_KILLED) | BIT(RANK_LOST),
-        [RANK_RUNNING] = BIT(RANK_SUCCEEDED) | BIT(RANK_FAILED) | BIT(RANK_KILLED) |
-                         BIT(RANK_LOST),
+        [RANK_RUNNING] = BIT(RANK_SUCCEEDED) | BIT(RANK_FAILED) | BIT(RANK_KILLED) | BIT(RANK_LOST),
 };
 
 /*
@@ -39,14 +38,14 @@ static const unsigned rank_next[_RANK_STATE_MAX] = {
  * be ready). Any node may go down when it stops syncing.
  */
 static const unsigned node_next[_NODE_STATE_MAX] = {
-        [NODE_READY] = BIT(NODE_DRAINING) | BIT(NODE_DOWN) | BIT(NODE_QUARANTINED) |
-                       BIT(NODE_UNHEALTHY),
+        [NODE_READY] =
+                BIT(NODE_DRAINING) | BIT(NODE_DOWN) | BIT(NODE_QUARANTINED) | BIT(NODE_UNHEALTHY),
         [NODE_DRAINING] = BIT(NODE_DRAINED) | BIT(NODE_READY) | BIT(NODE_DOWN),
         [NODE_DRAINED] = BIT(NODE_READY) | BIT(NODE_DOWN),
         [NODE_DOWN] = BIT(NODE_READY) | BIT(NODE_DRAINING),
         [NODE_QUARANTINED] = BIT(NODE_READY) | BIT(NODE_DRAINING) | BIT(NODE_DOWN),
-        [NODE_UNHEALTHY] = BIT(NODE_READY) | BIT(NODE_QUARANTINED) | BIT(NODE_DRAINING) |
-                           BIT(NODE_DOWN),
+        [NODE_UNHEALTHY] =
+                BIT(NODE_READY) | BIT(NODE_QUARANTINED) | BIT(NODE_DRAINING) | BIT(NODE_DOWN),
 };
 
 static bool allowed(const unsigned *next, int n, int from, int to) {
@@ -143,7 +142,10 @@ void turn_event(Turn *t, int64_t job, const char *node, const char *kind, const 
         va_end(ap);
         if (!turn_write(t))
                 return;
-        StoreEvent e = {.time_ms = util_wall_ms(), .job = job, .node = node, .kind = kind,
+        StoreEvent e = {.time_ms = util_wall_ms(),
+                        .job = job,
+                        .node = node,
+                        .kind = kind,
                         .detail = detail};
         int r = store_event_append(t->store, &e);
         if (r < 0) {
@@ -242,8 +244,7 @@ bool tr_node(Turn *t, Node *node, NodeState to, const char *reason) {
         if (!tr_node_allowed(node->state, to)) {
                 char what[300];
                 snprintf(what, sizeof(what), "node %s", node->name);
-                return refuse(t, what, node_state_to_string(node->state),
-                              node_state_to_string(to));
+                return refuse(t, what, node_state_to_string(node->state), node_state_to_string(to));
         }
         if (reason)
                 set_text(&node->reason, reason);
@@ -296,18 +297,24 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
                         node_rank_of[ni] = n_nodes_used++;
                         tr_node_bump(t, node_of[ni]);
                         size_t len = strlen(nodes_text);
-                        snprintf(nodes_text + len, sizeof(nodes_text) - len, "%s%s",
-                                 len ? "," : "", node_of[ni]->name);
+                        snprintf(nodes_text + len, sizeof(nodes_text) - len, "%s%s", len ? "," : "",
+                                 node_of[ni]->name);
                 }
                 Rank *rk = &job->ranks[r];
                 int apr = pl->accelerators_per_rank;
-                *rk = (Rank){.rank = r, .attempt = job->attempt,
+                *rk = (Rank){.rank = r,
+                             .attempt = job->attempt,
                              .node_name = xstrdup(node_of[ni]->name),
                              .n_devices = apr,
                              .devices = xcalloc((size_t) apr + 1, sizeof(int)),
-                             .state = RANK_ASSIGNED, .alive = true, .exit_code = -1, .step = -1,
-                             .local_rank = local_count[ni]++, .node_rank = node_rank_of[ni],
-                             .assign_version = node_of[ni]->version, .dirty = true};
+                             .state = RANK_ASSIGNED,
+                             .alive = true,
+                             .exit_code = -1,
+                             .step = -1,
+                             .local_rank = local_count[ni]++,
+                             .node_rank = node_rank_of[ni],
+                             .assign_version = node_of[ni]->version,
+                             .dirty = true};
                 memcpy(rk->devices, pl->rank_devices + (size_t) r * (size_t) apr,
                        (size_t) apr * sizeof(int));
                 model_node_hold(node_of[ni], job, rk, 1);
@@ -320,8 +327,7 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
         return tr_job(t, job, JOB_STARTING, "");
 }
 
-bool tr_attempt_end(Turn *t, Job *job, EndReason reason, const char *blamed,
-                    const char *detail) {
+bool tr_attempt_end(Turn *t, Job *job, EndReason reason, const char *blamed, const char *detail) {
         Attempt *a = job_current_attempt(job);
         if (!a || a->end_reason != _END_REASON_INVALID)
                 return false;
@@ -331,8 +337,8 @@ bool tr_attempt_end(Turn *t, Job *job, EndReason reason, const char *blamed,
         a->detail = detail ? xstrdup(detail) : NULL;
         a->dirty = true;
         turn_job_dirty(t, job);
-        turn_event(t, job->id, blamed, "attempt_ended", "attempt %d ended: %s%s%s%s%s",
-                   a->attempt, end_reason_to_string(reason), blamed ? ", blamed node " : "",
+        turn_event(t, job->id, blamed, "attempt_ended", "attempt %d ended: %s%s%s%s%s", a->attempt,
+                   end_reason_to_string(reason), blamed ? ", blamed node " : "",
                    blamed ? blamed : "", detail ? ": " : "", detail ? detail : "");
         return true;
 }

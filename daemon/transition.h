@@ -82,5 +82,4 @@ void tr_node_bump(Turn *t, Node *node);
  */
 bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_of);
 /* Ends job's current attempt; false when it already ended. */
-bool tr_attempt_end(Turn *t, Job *job, EndReason reason, const char *blamed,
-                    const char *detail);
+bool tr_attempt_end(Turn *t, Job *job, EndReason reason, const char *blamed, const char *detail);

@@ -15,11 +15,11 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Stops the run on a broken invariant: the fuzzer saves the input as a crash. */
-#define FUZZ_ASSERT(expr)                                                                   \
-        do {                                                                                \
-                if (!(expr)) {                                                              \
+#define FUZZ_ASSERT(expr)                                                                    \
+        do {                                                                                 \
+                if (!(expr)) {                                                               \
                         fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, \
-                                #expr);                                                     \
-                        abort();                                                            \
-                }                                                                           \
+                                #expr);                                                      \
+                        abort();                                                             \
+                }                                                                            \
         } while (0)

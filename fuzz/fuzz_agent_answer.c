@@ -24,16 +24,17 @@ static void fuzz_desired(const WireSyncAnswer *a, const WireDesiredRank *d) {
         FUZZ_ASSERT(d->hang_timeout_s >= 0 && d->hang_timeout_s <= WIRE_MAX_HANG_TIMEOUT_S);
         if (d->error)
                 return;
-        FUZZ_ASSERT(json_array_size(d->argv) >= 1 &&
-                    json_array_size(d->argv) <= WIRE_MAX_ARGS);
+        FUZZ_ASSERT(json_array_size(d->argv) >= 1 && json_array_size(d->argv) <= WIRE_MAX_ARGS);
         FUZZ_ASSERT(!d->workdir || !*d->workdir || d->workdir[0] == '/');
         FUZZ_ASSERT(!d->checkpoint_dir || !*d->checkpoint_dir || d->checkpoint_dir[0] == '/');
 
-        AgentInventory inv = { 0 };
-        RankUser user = { .name = "fuzz", .home = "/home/fuzz", .shell = "/bin/sh" };
-        RankEnvRequest req = { .env = d->env, .devices = d->devices,
-                               .accelerator = d->accelerator, .progress_path = "/p",
-                               .user = &user };
+        AgentInventory inv = {0};
+        RankUser user = {.name = "fuzz", .home = "/home/fuzz", .shell = "/bin/sh"};
+        RankEnvRequest req = {.env = d->env,
+                              .devices = d->devices,
+                              .accelerator = d->accelerator,
+                              .progress_path = "/p",
+                              .user = &user};
         char **envp = NULL;
         char *error = NULL;
         if (agent_env_build(&req, &inv, &envp, &error) < 0) {

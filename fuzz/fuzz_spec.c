@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!json)
                 return 0;
         JobSpec *spec = NULL;
-        JsonError err = { 0 };
+        JsonError err = {0};
         int r = spec_parse(json, &spec, &err);
         json_decref(json);
         if (r < 0) {

@@ -13,7 +13,7 @@
 
 static void fuzz_register(json_t *json) {
         WireRegister reg;
-        JsonError err = { 0 };
+        JsonError err = {0};
         if (wire_register_parse(json, &reg, &err) < 0) {
                 FUZZ_ASSERT(memchr(err.message, '\0', sizeof(err.message)));
                 return;
@@ -26,7 +26,7 @@ static void fuzz_register(json_t *json) {
 
 static void fuzz_sync(json_t *json) {
         WireSync sync;
-        JsonError err = { 0 };
+        JsonError err = {0};
         if (wire_sync_parse(json, &sync, &err) < 0) {
                 FUZZ_ASSERT(memchr(err.message, '\0', sizeof(err.message)));
                 return;

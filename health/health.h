@@ -56,8 +56,7 @@ typedef struct HealthVerdict {
  * pass through the same backoff. A start failure fails the job at once, and so does the
  * policy's max_failures_without_progress-th job failure in a row without progress.
  */
-HealthVerdict health_decide(const RestartPolicy *policy, int restarts_used,
-                            const HealthFailure *f);
+HealthVerdict health_decide(const RestartPolicy *policy, int restarts_used, const HealthFailure *f);
 
 /* The shortest wait before a restart that follows a failure without progress. */
 #define HEALTH_BACKOFF_FLOOR_MS 1000
@@ -85,8 +84,8 @@ typedef struct HealthSuspect {
  * and returns true when, within window_ms, at least `jobs` different jobs of at least
  * two different owners failed there: time to blame the node. jobs 0 disables it.
  */
-bool health_suspect_record(HealthSuspect *s, int *n, int cap, HealthSuspect f,
-                           int64_t window_ms, int jobs);
+bool health_suspect_record(HealthSuspect *s, int *n, int cap, HealthSuspect f, int64_t window_ms,
+                           int jobs);
 
 /*
  * Records one blame at now_ms into the node's history (times, *n, capacity cap; the

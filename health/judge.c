@@ -8,20 +8,22 @@ HealthJudgement health_judge(const HealthCase *c, HealthHistory *node) {
         if (node && f->cls == FAILURE_NODE)
                 j.blame = true;
         else if (node && f->cls == FAILURE_JOB)
-                j.blame = j.by_suspicion = health_suspect_record(
-                        node->suspects, node->n_suspects, node->suspect_cap, c->suspect,
-                        c->window_ms, c->quarantine_after);
+                j.blame = j.by_suspicion =
+                        health_suspect_record(node->suspects, node->n_suspects, node->suspect_cap,
+                                              c->suspect, c->window_ms, c->quarantine_after);
         if (j.blame)
-                j.quarantine = health_blame_record(node->blame_times, node->n_blame,
-                                                   node->blame_cap, c->suspect.at_ms,
-                                                   c->window_ms, c->quarantine_after);
+                j.quarantine =
+                        health_blame_record(node->blame_times, node->n_blame, node->blame_cap,
+                                            c->suspect.at_ms, c->window_ms, c->quarantine_after);
         /* A node fault or a drain moves the job; its own crash on a healthy node does not. */
         j.avoid = node && (f->cls == FAILURE_NODE || f->reason == END_DRAINED);
         /* Failures of the node are not the job's: they neither grow its backoff nor
          * count towards its limit of failures without progress. */
         if (f->cls == FAILURE_JOB || f->cls == FAILURE_START)
                 j.quick_failures = c->progressed ? 0 : c->quick_failures + 1;
-        HealthFailure hf = {.reason = f->reason, .exit_code = f->exit_code, .signal = f->signal,
+        HealthFailure hf = {.reason = f->reason,
+                            .exit_code = f->exit_code,
+                            .signal = f->signal,
                             .consecutive = j.quick_failures > 0 ? j.quick_failures - 1 : 0,
                             .without_progress = j.quick_failures};
         j.verdict = health_decide(c->policy, c->restarts_used, &hf);

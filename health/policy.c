@@ -90,8 +90,9 @@ int64_t health_backoff_ms(const RestartPolicy *p, int n) {
         if (n > 0 && max < HEALTH_BACKOFF_FLOOR_MS)
                 max = HEALTH_BACKOFF_FLOOR_MS;
         if (n <= 0)
-                return (int64_t) p->backoff_initial_s * 1000 < max ? (int64_t) p->backoff_initial_s * 1000
-                                                                 : max;
+                return (int64_t) p->backoff_initial_s * 1000 < max
+                               ? (int64_t) p->backoff_initial_s * 1000
+                               : max;
         int64_t b = p->backoff_initial_s > 0 ? (int64_t) p->backoff_initial_s * 1000 : 1000;
         for (int i = 1; i < n && b < max; i++)
                 b *= 2;
@@ -102,8 +103,8 @@ bool health_node_lost(int64_t last_sync_ms, int64_t now_ms, int64_t lease_ms, in
         return now_ms - last_sync_ms > lease_ms + grace_ms;
 }
 
-bool health_suspect_record(HealthSuspect *s, int *n, int cap, HealthSuspect f,
-                           int64_t window_ms, int jobs) {
+bool health_suspect_record(HealthSuspect *s, int *n, int cap, HealthSuspect f, int64_t window_ms,
+                           int jobs) {
         if (*n == cap) {
                 memmove(s, s + 1, (size_t) (cap - 1) * sizeof(*s));
                 (*n)--;

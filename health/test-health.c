@@ -9,28 +9,43 @@
 /* Each detector finds what it knows and nothing else; the registry's order decides. */
 static void test_detectors(void) {
         HealthFinding f;
-        HealthSeen crash = {.kind = HEALTH_SEEN_RANK, .node = "n1", .rank = 2, .exited = true,
-                            .exit_code = 3, .hung = true};
+        HealthSeen crash = {.kind = HEALTH_SEEN_RANK,
+                            .node = "n1",
+                            .rank = 2,
+                            .exited = true,
+                            .exit_code = 3,
+                            .hung = true};
         CHECK(health_detect(&crash, &f));
         CHECK_INT(f.reason, END_RANK_EXIT); /* the exit outranks the hang */
         CHECK_INT(f.cls, FAILURE_JOB);
         CHECK_INT(f.scope, HEALTH_SCOPE_ATTEMPT);
         CHECK_INT(f.exit_code, 3);
         CHECK_STR(f.detail, "rank 2 on n1 exited with code 3");
-        HealthSeen sig = {.kind = HEALTH_SEEN_RANK, .node = "n1", .exited = true,
-                          .exit_code = -1, .signal = 9};
+        HealthSeen sig = {.kind = HEALTH_SEEN_RANK,
+                          .node = "n1",
+                          .exited = true,
+                          .exit_code = -1,
+                          .signal = 9};
         CHECK(health_detect(&sig, &f));
         CHECK_INT(f.signal, 9);
         CHECK_STR(f.detail, "rank 0 on n1 killed by signal 9");
         HealthSeen clean = {.kind = HEALTH_SEEN_RANK, .node = "n1", .exited = true};
         CHECK(!health_detect(&clean, &f)); /* success is no failure */
-        HealthSeen nostart = {.kind = HEALTH_SEEN_RANK, .node = "n1", .exited = true,
-                              .exit_code = 127, .start_failed = true};
+        HealthSeen nostart = {.kind = HEALTH_SEEN_RANK,
+                              .node = "n1",
+                              .exited = true,
+                              .exit_code = 127,
+                              .start_failed = true};
         CHECK(health_detect(&nostart, &f));
         CHECK_INT(f.reason, END_START_FAILED);
         CHECK_INT(f.cls, FAILURE_START);
-        HealthSeen hung = {.kind = HEALTH_SEEN_RANK, .node = "n1", .rank = 1, .hung = true,
-                           .exit_code = -1, .step = 40, .hang_timeout_s = 30};
+        HealthSeen hung = {.kind = HEALTH_SEEN_RANK,
+                           .node = "n1",
+                           .rank = 1,
+                           .hung = true,
+                           .exit_code = -1,
+                           .step = 40,
+                           .hang_timeout_s = 30};
         CHECK(health_detect(&hung, &f));
         CHECK_INT(f.reason, END_HANG);
         CHECK_STR(f.detail, "rank 1 made no progress for 30s (last step 40)");
@@ -41,7 +56,9 @@ static void test_detectors(void) {
         CHECK_INT(f.cls, FAILURE_JOB);
         CHECK_STR(f.detail, "rank 4 vanished from n1 without an exit status");
 
-        HealthSeen sick = {.kind = HEALTH_SEEN_NODE, .node = "n1", .healthy = false,
+        HealthSeen sick = {.kind = HEALTH_SEEN_NODE,
+                           .node = "n1",
+                           .healthy = false,
                            .health_reason = "xid 79"};
         CHECK(health_detect(&sick, &f));
         CHECK_INT(f.cls, FAILURE_NODE);
@@ -52,8 +69,11 @@ static void test_detectors(void) {
         HealthSeen well = {.kind = HEALTH_SEEN_NODE, .node = "n1", .healthy = true};
         CHECK(!health_detect(&well, &f));
 
-        HealthSeen quiet = {.kind = HEALTH_SEEN_SILENCE, .node = "n1", .silent_ms = 12000,
-                            .lease_ms = 10000, .grace_ms = 2000};
+        HealthSeen quiet = {.kind = HEALTH_SEEN_SILENCE,
+                            .node = "n1",
+                            .silent_ms = 12000,
+                            .lease_ms = 10000,
+                            .grace_ms = 2000};
         CHECK(!health_detect(&quiet, &f)); /* lease + grace not yet over */
         quiet.silent_ms = 12001;
         CHECK(health_detect(&quiet, &f));
@@ -79,15 +99,23 @@ static void test_detectors(void) {
 
 /* From findings to verdicts, with a node's history. */
 static void test_judge(void) {
-        RestartPolicy p = {.max_restarts = 5, .backoff_initial_s = 0, .backoff_max_s = 60,
+        RestartPolicy p = {.max_restarts = 5,
+                           .backoff_initial_s = 0,
+                           .backoff_max_s = 60,
                            .max_failures_without_progress = 3};
         int64_t blames[16];
         HealthSuspect sus[32];
         int nb = 0, ns = 0;
-        HealthHistory h = {.blame_times = blames, .n_blame = &nb, .blame_cap = 16,
-                           .suspects = sus, .n_suspects = &ns, .suspect_cap = 32};
+        HealthHistory h = {.blame_times = blames,
+                           .n_blame = &nb,
+                           .blame_cap = 16,
+                           .suspects = sus,
+                           .n_suspects = &ns,
+                           .suspect_cap = 32};
         HealthFinding crash = {.reason = END_RANK_EXIT, .cls = FAILURE_JOB, .exit_code = 1};
-        HealthCase c = {.finding = &crash, .policy = &p, .window_ms = 600000,
+        HealthCase c = {.finding = &crash,
+                        .policy = &p,
+                        .window_ms = 600000,
                         .quarantine_after = 3,
                         .suspect = {.job = 1, .owner = 7, .at_ms = 1000}};
         /* A job's own crash: no blame, no move, a quick failure counted. */
@@ -119,8 +147,12 @@ static void test_judge(void) {
 
         /* A node fault: blamed at once, the job moves, its quick failures stay. */
         HealthFinding sick = {.reason = END_UNHEALTHY, .cls = FAILURE_NODE, .exit_code = -1};
-        HealthCase n = {.finding = &sick, .policy = &p, .quick_failures = 2, .window_ms = 600000,
-                        .quarantine_after = 3, .suspect = {.job = 3, .owner = 9, .at_ms = 3000}};
+        HealthCase n = {.finding = &sick,
+                        .policy = &p,
+                        .quick_failures = 2,
+                        .window_ms = 600000,
+                        .quarantine_after = 3,
+                        .suspect = {.job = 3, .owner = 9, .at_ms = 3000}};
         j = health_judge(&n, &h);
         CHECK(j.blame && !j.by_suspicion && j.avoid);
         CHECK(!j.quarantine);
@@ -133,8 +165,8 @@ static void test_judge(void) {
         CHECK(!j.blame && !j.avoid);
         /* A drain moves the job without blame or budget. */
         HealthFinding drain = {.reason = END_DRAINED, .cls = FAILURE_PREEMPTED, .exit_code = -1};
-        HealthCase d = {.finding = &drain, .policy = &p, .restarts_used = 5,
-                        .suspect = {.at_ms = 4000}};
+        HealthCase d = {
+                .finding = &drain, .policy = &p, .restarts_used = 5, .suspect = {.at_ms = 4000}};
         int before = nb;
         j = health_judge(&d, &h);
         CHECK(!j.blame && j.avoid);
@@ -143,9 +175,13 @@ static void test_judge(void) {
 }
 
 int main(void) {
-        RestartPolicy p = {.max_restarts = 2, .backoff_initial_s = 0, .backoff_max_s = 5,
-                           .retry_exit_codes = {75}, .n_retry_exit_codes = 1,
-                           .fatal_exit_codes = {2}, .n_fatal_exit_codes = 1};
+        RestartPolicy p = {.max_restarts = 2,
+                           .backoff_initial_s = 0,
+                           .backoff_max_s = 5,
+                           .retry_exit_codes = {75},
+                           .n_retry_exit_codes = 1,
+                           .fatal_exit_codes = {2},
+                           .n_fatal_exit_codes = 1};
         HealthFailure crash = {.reason = END_RANK_EXIT, .exit_code = 1};
         HealthVerdict v = health_decide(&p, 0, &crash);
         CHECK_INT(v.action, HEALTH_RESTART);
@@ -182,7 +218,8 @@ int main(void) {
         int64_t times[4];
         int n = 0;
         CHECK(!health_blame_record(times, &n, 4, 0, 100, 3));
-        CHECK(!health_blame_record(times, &n, 4, 200, 100, 3)); /* the first fell out of the window */
+        CHECK(!health_blame_record(times, &n, 4, 200, 100,
+                                   3)); /* the first fell out of the window */
         CHECK(!health_blame_record(times, &n, 4, 250, 100, 3));
         CHECK(health_blame_record(times, &n, 4, 260, 100, 3));
         CHECK(!health_blame_record(times, &n, 4, 270, 100, 0)); /* disabled */
@@ -207,8 +244,8 @@ int main(void) {
         q.max_restarts = 100;
         q.backoff_initial_s = 0;
         q.max_failures_without_progress = 3;
-        HealthFailure loop = {.reason = END_RANK_EXIT, .exit_code = 75, .consecutive = 1,
-                              .without_progress = 2};
+        HealthFailure loop = {
+                .reason = END_RANK_EXIT, .exit_code = 75, .consecutive = 1, .without_progress = 2};
         v = health_decide(&q, 0, &loop);
         CHECK_INT(v.action, HEALTH_RESTART_FREE);
         CHECK_INT(v.backoff_ms, 1000); /* retried codes back off like any failure */
@@ -230,19 +267,18 @@ int main(void) {
         HealthSuspect sus[8];
         int ns = 0;
         for (int i = 0; i < 20; i++)
-                CHECK(!health_suspect_record(sus, &ns, 8,
-                                             (HealthSuspect){ .job = i, .owner = 7, .at_ms = i },
-                                             1000, 3));
+                CHECK(!health_suspect_record(
+                        sus, &ns, 8, (HealthSuspect){.job = i, .owner = 7, .at_ms = i}, 1000, 3));
         CHECK_INT(ns, 8);
         /* Three different jobs of two owners within the window do. */
         ns = 0;
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){ 1, 7, 0 }, 1000, 3));
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){ 1, 7, 10 }, 1000, 3));
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){ 2, 8, 20 }, 1000, 3));
-        CHECK(health_suspect_record(sus, &ns, 8, (HealthSuspect){ 3, 7, 30 }, 1000, 3));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){1, 7, 0}, 1000, 3));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){1, 7, 10}, 1000, 3));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){2, 8, 20}, 1000, 3));
+        CHECK(health_suspect_record(sus, &ns, 8, (HealthSuspect){3, 7, 30}, 1000, 3));
         /* ... but not once the first has left the window. */
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){ 2, 8, 1015 }, 1000, 3));
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){ 4, 8, 30 }, 1000, 0));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){2, 8, 1015}, 1000, 3));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){4, 8, 30}, 1000, 0));
         test_detectors();
         test_judge();
         printf("health: ok\n");

@@ -334,8 +334,8 @@ typedef struct Scan {
 } Scan;
 
 static void scan_start(Scan *s, const Fleet *f, int kind, int from, int to) {
-        *s = (Scan){.f = f, .kind = kind, .b = from, .to = to, .step = from <= to ? 1 : -1,
-                    .slot = -1};
+        *s = (Scan){
+                .f = f, .kind = kind, .b = from, .to = to, .step = from <= to ? 1 : -1, .slot = -1};
 }
 
 static int scan_next(Scan *s) {
@@ -395,8 +395,7 @@ static bool candidate(const Fleet *f, const Demand *d, int n, bool skip_avoid, b
 }
 
 /* One planning attempt; see fleet_plan. */
-static bool plan_once(Fleet *f, const Demand *d, PlanMode mode, bool skip_avoid,
-                      bool plain_only) {
+static bool plan_once(Fleet *f, const Demand *d, PlanMode mode, bool skip_avoid, bool plain_only) {
         bool accel = d->kind > 0 && d->apr > 0;
         /* CPU-only jobs restricted to plain nodes walk the plain nodes' own buckets. */
         int pk = accel ? d->kind : plain_only ? f->plain_kind : 0, dp = accel ? d->apr : d->cpus;
@@ -559,7 +558,7 @@ static bool pick_devices(FleetNode *fn, int kind, int want, int *out) {
                 for (int d = 0; d < n->n_devices; d++) {
                         if (!fn->dev_free[d] || fn->dev_kind[d] != kind)
                                 continue;
-                        int g = level == 0 ? n->devices[d].pcie_switch
+                        int g = level == 0   ? n->devices[d].pcie_switch
                                 : level == 1 ? n->devices[d].numa_node
                                              : 0;
                         if (g < 0)
@@ -568,7 +567,7 @@ static bool pick_devices(FleetNode *fn, int kind, int want, int *out) {
                         for (int e = 0; e < n->n_devices; e++) {
                                 if (!fn->dev_free[e] || fn->dev_kind[e] != kind)
                                         continue;
-                                int ge = level == 0 ? n->devices[e].pcie_switch
+                                int ge = level == 0   ? n->devices[e].pcie_switch
                                          : level == 1 ? n->devices[e].numa_node
                                                       : 0;
                                 if (ge == g)
@@ -585,7 +584,7 @@ static bool pick_devices(FleetNode *fn, int kind, int want, int *out) {
                 for (int d = 0; d < n->n_devices && got < want; d++) {
                         if (!fn->dev_free[d] || fn->dev_kind[d] != kind)
                                 continue;
-                        int g = level == 0 ? n->devices[d].pcie_switch
+                        int g = level == 0   ? n->devices[d].pcie_switch
                                 : level == 1 ? n->devices[d].numa_node
                                              : 0;
                         if (g != best_group)

@@ -121,8 +121,10 @@ static int parse_line(SchedQuota *q, QuotaProject **cur, char *s, int line, char
         if (*s == '[') {
                 char *close = strchr(s, ']');
                 if (!close || *trim(close + 1))
-                        return fail(ret_error, line, "a section header must be [default] or "
-                                                     "[project NAME]", s);
+                        return fail(ret_error, line,
+                                    "a section header must be [default] or "
+                                    "[project NAME]",
+                                    s);
                 *close = '\0';
                 char *inner = trim(s + 1);
                 if (strcmp(inner, "default") == 0) {
@@ -133,17 +135,21 @@ static int parse_line(SchedQuota *q, QuotaProject **cur, char *s, int line, char
                         return 0;
                 }
                 if (strncmp(inner, "project", 7) != 0 || (inner[7] != ' ' && inner[7] != '\t'))
-                        return fail(ret_error, line, "unknown section (expected [default] or "
-                                                     "[project NAME])", inner);
+                        return fail(ret_error, line,
+                                    "unknown section (expected [default] or "
+                                    "[project NAME])",
+                                    inner);
                 char *name = trim(inner + 7);
                 if (!name_valid(name))
-                        return fail(ret_error, line, "invalid project name (letters, digits, "
-                                                     "'-', '_' and '.')", name);
+                        return fail(ret_error, line,
+                                    "invalid project name (letters, digits, "
+                                    "'-', '_' and '.')",
+                                    name);
                 for (int i = 0; i < q->n_projects; i++)
                         if (strcmp(q->projects[i].name, name) == 0)
                                 return fail(ret_error, line, "duplicate project", name);
-                q->projects = xrealloc(q->projects,
-                                       (size_t) (q->n_projects + 1) * sizeof(QuotaProject));
+                q->projects =
+                        xrealloc(q->projects, (size_t) (q->n_projects + 1) * sizeof(QuotaProject));
                 *cur = &q->projects[q->n_projects++];
                 **cur = (QuotaProject){.name = xstrdup(name), .share = 1};
                 return 0;
@@ -177,8 +183,8 @@ static int parse_line(SchedQuota *q, QuotaProject **cur, char *s, int line, char
                 if (strcmp(p->entries[i].kind, key) == 0)
                         return fail(ret_error, line, "duplicate key", key);
         p->entries = xrealloc(p->entries, (size_t) (p->n_entries + 1) * sizeof(QuotaEntry));
-        p->entries[p->n_entries++] = (QuotaEntry){.kind = xstrdup(key), .value = v,
-                                                  .percent = percent};
+        p->entries[p->n_entries++] =
+                (QuotaEntry){.kind = xstrdup(key), .value = v, .percent = percent};
         return 0;
 }
 

@@ -208,8 +208,8 @@ static bool within_quota(const int64_t *usage, const double *quota, int kind, in
 
 static bool job_within_quota(const Pass *P, const PJob *pj) {
         return within_quota(usage_row(P->usage, pj->project, P->n_kinds),
-                            P->quota + (size_t) pj->project * (size_t) P->n_kinds,
-                            pj->demand.kind, pj->dem_cpu, pj->dem_acc);
+                            P->quota + (size_t) pj->project * (size_t) P->n_kinds, pj->demand.kind,
+                            pj->dem_cpu, pj->dem_acc);
 }
 
 /* ---- Queues ---- */
@@ -310,9 +310,12 @@ static void queue_build(Pass *P, Queue *q, const int *jobs, int n) {
         SortItem *items = xcalloc((size_t) n + 1, sizeof(SortItem));
         for (int i = 0; i < n; i++) {
                 const PJob *pj = &P->jobs[jobs[i]];
-                items[i] = (SortItem){.project = pj->project, .starving = pj->starving,
-                                      .priority = pj->job->priority, .pair = pj->pair,
-                                      .submitted = pj->submitted, .id = pj->job->id,
+                items[i] = (SortItem){.project = pj->project,
+                                      .starving = pj->starving,
+                                      .priority = pj->job->priority,
+                                      .pair = pj->pair,
+                                      .submitted = pj->submitted,
+                                      .id = pj->job->id,
                                       .idx = jobs[i]};
         }
         qsort(items, (size_t) n, sizeof(SortItem), sort_item_cmp);
@@ -381,11 +384,13 @@ static void place(Pass *P, PJob *pj, int tier) {
         const Demand *d = &pj->demand;
         int apr = d->kind > 0 ? d->apr : 0;
         SchedPlacement *pl = &res->placements[res->n_placements++];
-        *pl = (SchedPlacement){.job = pj->job->id, .n_ranks = d->ranks,
+        *pl = (SchedPlacement){.job = pj->job->id,
+                               .n_ranks = d->ranks,
                                .rank_node = xcalloc((size_t) d->ranks + 1, sizeof(int)),
-                               .rank_devices = xcalloc((size_t) d->ranks * (size_t) apr + 1,
-                                                       sizeof(int)),
-                               .accelerators_per_rank = apr, .tier = tier};
+                               .rank_devices =
+                                       xcalloc((size_t) d->ranks * (size_t) apr + 1, sizeof(int)),
+                               .accelerators_per_rank = apr,
+                               .tier = tier};
         fleet_commit(&P->fleet, d, pl->rank_node, pl->rank_devices);
         usage_add(P, pj->project, pj->pair, d->kind, pj->dem_cpu, pj->dem_acc);
 }
@@ -643,8 +648,8 @@ static int project_intern(Pass *P, const char *name) {
         int n = P->n_projects;
         int id = name_intern(P->project_map, &P->n_projects, name);
         if (P->n_projects > n) {
-                P->project_names = xrealloc(P->project_names,
-                                            (size_t) P->n_projects * sizeof(char *));
+                P->project_names =
+                        xrealloc(P->project_names, (size_t) P->n_projects * sizeof(char *));
                 P->project_names[id] = name;
         }
         return id;
@@ -703,17 +708,17 @@ static void pass_setup_jobs(Pass *P, StrMap *user_map, int *n_users, TupleMap *p
                 pj->pair = tuplemap_intern(pairs, (int64_t[]){pj->project, user});
                 bool accel = job->accelerator && job->accelerators_per_rank > 0;
                 int kind = accel ? fleet_kind_intern(P->kind_map, &P->kinds, &P->n_kinds,
-                                               job->accelerator)
+                                                     job->accelerator)
                                  : 0;
                 pj->cons = cons_intern(P, cons_map, job);
                 pj->submitted = job->submitted_ms ? job->submitted_ms : job->created_ms;
                 pj->starving = after >= 0 && s->now_ms - pj->submitted > after;
-                pj->demand = (Demand){.kind = kind, .apr = accel ? job->accelerators_per_rank : 0,
+                pj->demand = (Demand){.kind = kind,
+                                      .apr = accel ? job->accelerators_per_rank : 0,
                                       .cpus = job->cpus > 0 ? job->cpus : 0,
                                       .mem = job->memory_mb > 0 ? job->memory_mb : 0,
-                                      .ranks = job->ranks, .rpn = job->ranks_per_node > 0
-                                                                          ? job->ranks_per_node
-                                                                          : 0,
+                                      .ranks = job->ranks,
+                                      .rpn = job->ranks_per_node > 0 ? job->ranks_per_node : 0,
                                       .avoid = node_index(P, &node_map, job->avoid_node)};
                 pj->dem_cpu = (int64_t) pj->demand.ranks * pj->demand.cpus;
                 pj->dem_acc = (int64_t) pj->demand.ranks * pj->demand.apr;
@@ -727,9 +732,9 @@ static void pass_setup_jobs(Pass *P, StrMap *user_map, int *n_users, TupleMap *p
                 PJob *pj = &P->jobs[i];
                 Demand *d = &pj->demand;
                 d->cons = &P->cons[pj->cons];
-                pj->shape = tuplemap_intern(&shapes, (int64_t[]){pj->cons, d->kind, d->apr, d->cpus,
-                                                                 d->mem, d->ranks, d->rpn,
-                                                                 d->avoid});
+                pj->shape =
+                        tuplemap_intern(&shapes, (int64_t[]){pj->cons, d->kind, d->apr, d->cpus,
+                                                             d->mem, d->ranks, d->rpn, d->avoid});
         }
         P->shapes = xcalloc(shapes.n + 1, sizeof(Shape));
         for (size_t i = 0; i < shapes.n; i++)
@@ -750,7 +755,7 @@ static void pass_setup_running(Pass *P, StrMap *user_map, int *n_users, TupleMap
                 P->run_pair[i] = tuplemap_intern(pairs, (int64_t[]){P->run_project[i], user});
                 P->run_kind[i] = r->accelerator && r->accelerators_per_rank > 0
                                          ? fleet_kind_intern(P->kind_map, &P->kinds, &P->n_kinds,
-                                                       r->accelerator)
+                                                             r->accelerator)
                                          : 0;
         }
 }
@@ -762,12 +767,15 @@ static void pass_setup_tiers(Pass *P) {
         RunSort *rs = xcalloc((size_t) s->n_running + 1, sizeof(RunSort));
         for (int i = 0; i < s->n_running; i++) {
                 const SchedRunning *r = &s->running[i];
-                rs[i] = (RunSort){.project = P->run_project[i], .tier = r->tier > 0 ? 1 : 0,
-                                  .priority = r->priority, .started = r->started_ms, .id = r->id,
+                rs[i] = (RunSort){.project = P->run_project[i],
+                                  .tier = r->tier > 0 ? 1 : 0,
+                                  .priority = r->priority,
+                                  .started = r->started_ms,
+                                  .id = r->id,
                                   .idx = i};
                 int64_t cpu = (int64_t) r->n_ranks * (r->cpus > 0 ? r->cpus : 0);
-                int64_t acc = P->run_kind[i] > 0 ? (int64_t) r->n_ranks * r->accelerators_per_rank
-                                                 : 0;
+                int64_t acc =
+                        P->run_kind[i] > 0 ? (int64_t) r->n_ranks * r->accelerators_per_rank : 0;
                 P->res->running_tier[i] = r->tier;
                 if (r->stopping)
                         continue;
@@ -809,7 +817,9 @@ static void pass_setup_tiers(Pass *P) {
         free(t0);
         for (int i = 0; i < P->n_victims; i++) {
                 const SchedRunning *r = &s->running[P->victims[i]];
-                rs[i] = (RunSort){.priority = r->priority, .started = r->started_ms, .id = r->id,
+                rs[i] = (RunSort){.priority = r->priority,
+                                  .started = r->started_ms,
+                                  .id = r->id,
                                   .idx = P->victims[i]};
         }
         qsort(rs, (size_t) P->n_victims, sizeof(RunSort), run_victim_cmp);
@@ -880,7 +890,10 @@ int sched_pass(const SchedSnapshot *s, SchedResult *ret) {
                 .preempt = xcalloc((size_t) s->n_running + 1, sizeof(int64_t)),
                 .running_tier = xcalloc((size_t) s->n_running + 1, sizeof(int)),
         };
-        Pass P = {.s = s, .res = &res, .kind_map = strmap_new(), .project_map = strmap_new(),
+        Pass P = {.s = s,
+                  .res = &res,
+                  .kind_map = strmap_new(),
+                  .project_map = strmap_new(),
                   .reservations_left = s->max_reservations == 0 ? SCHED_MAX_RESERVATIONS_DEFAULT
                                                                 : s->max_reservations};
         fleet_kind_intern(P.kind_map, &P.kinds, &P.n_kinds, SCHED_KIND_CPUS);
@@ -988,8 +1001,10 @@ SchedWait sched_job_feasible(const SchedNode *nodes, int n_nodes, const SchedJob
         Demand d = {.kind = kind,
                     .apr = accel ? job->accelerators_per_rank : 0,
                     .cpus = job->cpus > 0 ? job->cpus : 0,
-                    .mem = job->memory_mb > 0 ? job->memory_mb : 0, .ranks = job->ranks,
-                    .rpn = job->ranks_per_node > 0 ? job->ranks_per_node : 0, .cons = &c,
+                    .mem = job->memory_mb > 0 ? job->memory_mb : 0,
+                    .ranks = job->ranks,
+                    .rpn = job->ranks_per_node > 0 ? job->ranks_per_node : 0,
+                    .cons = &c,
                     .avoid = -1};
         bool ok = fleet_fits(&f, &d, FIT_TOTAL);
         fleet_constraint_deinit(&c);

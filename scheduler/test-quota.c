@@ -86,31 +86,55 @@ static void test_normalise(void) {
         int64_t capacity[] = {100, 16};
         static const NormCase cases[] = {
                 {"no file: equal split", NULL, {"a", "b"}, 2, {{50, 8}, {50, 8}}, {0}},
-                {"shares", "[project a]\nshare = 3\n[project b]\n", {"a", "b"}, 2,
-                 {{75, 12}, {25, 4}}, {true, true}},
+                {"shares",
+                 "[project a]\nshare = 3\n[project b]\n",
+                 {"a", "b"},
+                 2,
+                 {{75, 12}, {25, 4}},
+                 {true, true}},
                 {"percent first, the rest by share",
-                 "[project a]\nnvidia-h100 = 50%\n[project b]\n[project c]\n", {"a", "b", "c"},
-                 3, {{100.0 / 3, 8}, {100.0 / 3, 4}, {100.0 / 3, 4}}, {true, true, true}},
-                {"per-kind share", "[project a]\ncpus = 4\n[project b]\n", {"a", "b"}, 2,
-                 {{80, 8}, {20, 8}}, {true, true}},
+                 "[project a]\nnvidia-h100 = 50%\n[project b]\n[project c]\n",
+                 {"a", "b", "c"},
+                 3,
+                 {{100.0 / 3, 8}, {100.0 / 3, 4}, {100.0 / 3, 4}},
+                 {true, true, true}},
+                {"per-kind share",
+                 "[project a]\ncpus = 4\n[project b]\n",
+                 {"a", "b"},
+                 2,
+                 {{80, 8}, {20, 8}},
+                 {true, true}},
                 {"percentages over 100% are scaled",
                  "[project a]\ncpus = 80%\n[project b]\ncpus = 80%\n[project c]\n",
-                 {"a", "b", "c"}, 3, {{50, 16.0 / 3}, {50, 16.0 / 3}, {0, 16.0 / 3}},
+                 {"a", "b", "c"},
+                 3,
+                 {{50, 16.0 / 3}, {50, 16.0 / 3}, {0, 16.0 / 3}},
                  {true, true, true}},
                 {"unconfigured projects get [default]",
-                 "[default]\nshare = 2\n[project a]\nshare = 2\n", {"a", "x", "y"}, 3,
+                 "[default]\nshare = 2\n[project a]\nshare = 2\n",
+                 {"a", "x", "y"},
+                 3,
                  {{100.0 / 3, 16.0 / 3}, {100.0 / 3, 16.0 / 3}, {100.0 / 3, 16.0 / 3}},
                  {true, false, false}},
                 {"default share 0: only configured projects have quota",
-                 "[default]\nshare = 0\n[project a]\n", {"a", "x"}, 2, {{100, 16}, {0, 0}},
+                 "[default]\nshare = 0\n[project a]\n",
+                 {"a", "x"},
+                 2,
+                 {{100, 16}, {0, 0}},
                  {true, false}},
-                {"idle configured projects keep their share", "[project a]\n[project b]\n",
-                 {"a", "b"}, 2, {{50, 8}, {50, 8}}, {true, true}},
+                {"idle configured projects keep their share",
+                 "[project a]\n[project b]\n",
+                 {"a", "b"},
+                 2,
+                 {{50, 8}, {50, 8}},
+                 {true, true}},
                 {"the example of docs/SCHEDULING.md",
                  "[default]\nshare = 1\n[project foundation]\nshare = 3\nnvidia-h100 = 50%\n"
                  "[project research]\nshare = 1\ncpus = 2\n[project interns]\nshare = 0\n",
-                 {"foundation", "research", "interns", "adhoc"}, 4,
-                 {{50, 8}, {100.0 / 3, 4}, {0, 0}, {100.0 / 6, 4}}, {true, true, true, false}},
+                 {"foundation", "research", "interns", "adhoc"},
+                 4,
+                 {{50, 8}, {100.0 / 3, 4}, {0, 0}, {100.0 / 6, 4}},
+                 {true, true, true, false}},
         };
         for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
                 const NormCase *nc = &cases[c];
@@ -125,8 +149,9 @@ static void test_normalise(void) {
                         for (int k = 0; k < 2; k++) {
                                 double got = quota[p * 2 + k], want = nc->want[p][k];
                                 if (got < want - 1e-6 || got > want + 1e-6) {
-                                        fprintf(stderr, "case %s: project %s kind %s: %f, "
-                                                        "expected %f\n",
+                                        fprintf(stderr,
+                                                "case %s: project %s kind %s: %f, "
+                                                "expected %f\n",
                                                 nc->name, nc->projects[p], kinds[k], got, want);
                                         CHECK(false);
                                 }

@@ -19,21 +19,32 @@ static SchedLabel rack_b[] = {{"rack", "b"}};
 
 static void make_gpus(SchedDevice *d, bool all_free) {
         for (int i = 0; i < 8; i++)
-                d[i] = (SchedDevice){.kind = "nvidia-h100", .numa_node = i / 4,
-                                     .pcie_switch = i / 2, .free = all_free};
+                d[i] = (SchedDevice){.kind = "nvidia-h100",
+                                     .numa_node = i / 4,
+                                     .pcie_switch = i / 2,
+                                     .free = all_free};
 }
 
 static SchedNode node(const char *name, int cpus, SchedDevice *devs, int n_devs,
                       SchedLabel *labels) {
-        return (SchedNode){.name = name, .schedulable = true, .cpus_free = cpus,
-                           .memory_free_mb = -1, .devices = devs, .n_devices = n_devs,
-                           .labels = labels, .n_labels = labels ? 1 : 0};
+        return (SchedNode){.name = name,
+                           .schedulable = true,
+                           .cpus_free = cpus,
+                           .memory_free_mb = -1,
+                           .devices = devs,
+                           .n_devices = n_devs,
+                           .labels = labels,
+                           .n_labels = labels ? 1 : 0};
 }
 
 static SchedJob job(int64_t id, int ranks, int rpn, int gpus) {
-        return (SchedJob){.id = id, .ranks = ranks, .ranks_per_node = rpn, .cpus = 1,
+        return (SchedJob){.id = id,
+                          .ranks = ranks,
+                          .ranks_per_node = rpn,
+                          .cpus = 1,
                           .accelerator = gpus ? "nvidia-h100" : NULL,
-                          .accelerators_per_rank = gpus, .created_ms = id};
+                          .accelerators_per_rank = gpus,
+                          .created_ms = id};
 }
 
 static void test_gang_all_or_none(void) {
@@ -154,10 +165,15 @@ static SchedNode *fleet4(int n) {
         return cpu_nodes;
 }
 
-static SchedJob pjob(int64_t id, const char *project, const char *user, int priority,
-                     int ranks, int cpus) {
-        return (SchedJob){.id = id, .project = project, .user = user, .priority = priority,
-                          .created_ms = NOW - 1000 + id, .ranks = ranks, .cpus = cpus};
+static SchedJob pjob(int64_t id, const char *project, const char *user, int priority, int ranks,
+                     int cpus) {
+        return (SchedJob){.id = id,
+                          .project = project,
+                          .user = user,
+                          .priority = priority,
+                          .created_ms = NOW - 1000 + id,
+                          .ranks = ranks,
+                          .cpus = cpus};
 }
 
 /* A running job of 4-cpu ranks on the given nodes; takes their cpus. */
@@ -175,9 +191,15 @@ static SchedRunning run4(SchedNode *nodes, int64_t id, const char *project, cons
         h->nodes[1] = n1;
         for (int r = 0; r < n_ranks; r++)
                 nodes[h->nodes[r]].cpus_free -= 4;
-        return (SchedRunning){.id = id, .project = project, .user = user, .priority = priority,
-                              .tier = tier, .started_ms = started, .cpus = 4,
-                              .n_ranks = n_ranks, .rank_node = h->nodes};
+        return (SchedRunning){.id = id,
+                              .project = project,
+                              .user = user,
+                              .priority = priority,
+                              .tier = tier,
+                              .started_ms = started,
+                              .cpus = 4,
+                              .n_ranks = n_ranks,
+                              .rank_node = h->nodes};
 }
 
 static SchedQuota *quota_of(const char *text) {
@@ -204,8 +226,14 @@ static void test_order_across_projects(void) {
         SchedJob jobs[] = {pjob(1, "a", "u", 0, 1, 4), pjob(2, "a", "u", 0, 1, 4),
                            pjob(3, "a", "u", 0, 1, 4), pjob(4, "b", "u", 0, 1, 4),
                            pjob(5, "b", "u", 0, 1, 4), pjob(6, "b", "u", 0, 1, 4)};
-        SchedSnapshot s = {.nodes = nodes, .n_nodes = 6, .jobs = jobs, .n_jobs = 6,
-                           .running = running, .n_running = 1, .quota = q, .now_ms = NOW};
+        SchedSnapshot s = {.nodes = nodes,
+                           .n_nodes = 6,
+                           .jobs = jobs,
+                           .n_jobs = 6,
+                           .running = running,
+                           .n_running = 1,
+                           .quota = q,
+                           .now_ms = NOW};
         SchedResult r;
         CHECK_INT(sched_pass(&s, &r), 0);
         /* b (usage 0) first; then ties go to the older job; a's third job is over quota
@@ -241,20 +269,39 @@ typedef struct OrderCase {
 
 static void test_order_within_project(void) {
         static const OrderCase cases[] = {
-                {"user with less usage first, then the older job", 3, 1,
+                {"user with less usage first, then the older job",
+                 3,
+                 1,
                  {{.id = 1, .user = "u1"}, {.id = 2, .user = "u2"}, {.id = 3, .user = "u2"}},
-                 3, {2, 1}, 2},
-                {"priority before users", 3, 1,
-                 {{.id = 1, .user = "u2"}, {.id = 2, .user = "u1", .priority = 3},
+                 3,
+                 {2, 1},
+                 2},
+                {"priority before users",
+                 3,
+                 1,
+                 {{.id = 1, .user = "u2"},
+                  {.id = 2, .user = "u1", .priority = 3},
                   {.id = 3, .user = "u2"}},
-                 3, {2, 1}, 2},
-                {"users alternate", 5, 0,
-                 {{.id = 1, .user = "u1"}, {.id = 2, .user = "u1"}, {.id = 3, .user = "u2"},
+                 3,
+                 {2, 1},
+                 2},
+                {"users alternate",
+                 5,
+                 0,
+                 {{.id = 1, .user = "u1"},
+                  {.id = 2, .user = "u1"},
+                  {.id = 3, .user = "u2"},
                   {.id = 4, .user = "u2"}},
-                 4, {1, 3, 2, 4}, 4},
-                {"age within a user", 2, 0,
+                 4,
+                 {1, 3, 2, 4},
+                 4},
+                {"age within a user",
+                 2,
+                 0,
                  {{.id = 2, .user = "u1"}, {.id = 1, .user = "u1"}, {.id = 3, .user = "u1"}},
-                 3, {1, 2}, 2},
+                 3,
+                 {1, 2},
+                 2},
         };
         for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
                 const OrderCase *oc = &cases[c];
@@ -271,9 +318,13 @@ static void test_order_within_project(void) {
                         jobs[i].cpus = 4;
                         jobs[i].created_ms = NOW - 1000 + jobs[i].id;
                 }
-                SchedSnapshot s = {.nodes = nodes, .n_nodes = oc->n_nodes, .jobs = jobs,
-                                   .n_jobs = oc->n_jobs, .running = running,
-                                   .n_running = oc->n_running, .now_ms = NOW};
+                SchedSnapshot s = {.nodes = nodes,
+                                   .n_nodes = oc->n_nodes,
+                                   .jobs = jobs,
+                                   .n_jobs = oc->n_jobs,
+                                   .running = running,
+                                   .n_running = oc->n_running,
+                                   .now_ms = NOW};
                 SchedResult r;
                 CHECK_INT(sched_pass(&s, &r), 0);
                 if (r.n_placements != oc->n_want)
@@ -289,8 +340,8 @@ static void test_tiers(void) {
         SchedNode *nodes = fleet4(4);
         SchedJob jobs[] = {pjob(1, "a", "u", 0, 1, 4), pjob(2, "a", "u", 0, 1, 4),
                            pjob(3, "a", "u", 0, 1, 4)};
-        SchedSnapshot s = {.nodes = nodes, .n_nodes = 4, .jobs = jobs, .n_jobs = 3, .quota = q,
-                           .now_ms = NOW};
+        SchedSnapshot s = {
+                .nodes = nodes, .n_nodes = 4, .jobs = jobs, .n_jobs = 3, .quota = q, .now_ms = NOW};
         SchedResult r;
         CHECK_INT(sched_pass(&s, &r), 0);
         check_placed(&r, (int64_t[]){1, 2, 3}, 3);
@@ -302,8 +353,12 @@ static void test_tiers(void) {
         /* A project with no share only borrows; with nothing spare it waits on quota. */
         SchedQuota *q0 = quota_of("[project a]\n[project z]\nshare = 0\n");
         SchedJob zjobs[] = {pjob(1, "z", "u", 0, 1, 4)};
-        SchedSnapshot s0 = {.nodes = nodes, .n_nodes = 4, .jobs = zjobs, .n_jobs = 1,
-                            .quota = q0, .now_ms = NOW};
+        SchedSnapshot s0 = {.nodes = nodes,
+                            .n_nodes = 4,
+                            .jobs = zjobs,
+                            .n_jobs = 1,
+                            .quota = q0,
+                            .now_ms = NOW};
         CHECK_INT(sched_pass(&s0, &r), 0);
         CHECK_INT(r.n_placements, 1);
         CHECK_INT(r.placements[0].tier, 1);
@@ -336,8 +391,7 @@ static void test_preemption(void) {
                 {"as many as needed", 0, 0, 1, 1, false, 2, SCHED_WAIT_PREEMPTING, {13, 12}, 2},
                 {"never tier 0", 0, 0, 0, 0, false, 1, SCHED_WAIT_CAPACITY, {0}, 0},
                 {"not beyond b's quota", 0, 0, 1, 1, false, 3, SCHED_WAIT_QUOTA, {0}, 0},
-                {"a stopping job frees enough", 0, 0, 1, 1, true, 1, SCHED_WAIT_PREEMPTING,
-                 {0}, 0},
+                {"a stopping job frees enough", 0, 0, 1, 1, true, 1, SCHED_WAIT_PREEMPTING, {0}, 0},
         };
         SchedQuota *q = quota_of("[project a]\nshare = 1\n[project b]\nshare = 1\n");
         for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
@@ -352,8 +406,13 @@ static void test_preemption(void) {
                 };
                 running[3].stopping = pc->stopping13;
                 SchedJob jobs[] = {pjob(20, "b", "v", 0, pc->ranks, 4)};
-                SchedSnapshot s = {.nodes = nodes, .n_nodes = 4, .jobs = jobs, .n_jobs = 1,
-                                   .running = running, .n_running = 4, .quota = q,
+                SchedSnapshot s = {.nodes = nodes,
+                                   .n_nodes = 4,
+                                   .jobs = jobs,
+                                   .n_jobs = 1,
+                                   .running = running,
+                                   .n_running = 4,
+                                   .quota = q,
                                    .now_ms = NOW};
                 SchedResult r;
                 CHECK_INT(sched_pass(&s, &r), 0);
@@ -380,8 +439,12 @@ static void test_promotion(void) {
                                   run4(nodes, 13, "b", "u", 0, 1, 300, 2, 3, 3)};
         /* b's 13 holds a rank on n3 twice: b uses 12 cpus of its 8. */
         nodes[3].cpus_free = 0;
-        SchedSnapshot s = {.nodes = nodes, .n_nodes = 4, .running = running, .n_running = 4,
-                           .quota = q, .now_ms = NOW};
+        SchedSnapshot s = {.nodes = nodes,
+                           .n_nodes = 4,
+                           .running = running,
+                           .n_running = 4,
+                           .quota = q,
+                           .now_ms = NOW};
         SchedResult r;
         CHECK_INT(sched_pass(&s, &r), 0);
         CHECK_INT(r.running_tier[0], 0);
@@ -397,8 +460,12 @@ static void test_backfill_and_reservation(void) {
         nodes[0].cpus_free = 2;
         SchedJob jobs[] = {pjob(1, "p", "u", 0, 2, 4), pjob(2, "p", "u", 0, 1, 2)};
         jobs[0].ranks_per_node = 1;
-        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 2,
-                           .now_ms = NOW, .starvation_after_ms = 60000};
+        SchedSnapshot s = {.nodes = nodes,
+                           .n_nodes = 2,
+                           .jobs = jobs,
+                           .n_jobs = 2,
+                           .now_ms = NOW,
+                           .starvation_after_ms = 60000};
         SchedResult r;
         /* Fresh: the big job waits, the small one backfills. */
         CHECK_INT(sched_pass(&s, &r), 0);
@@ -443,9 +510,13 @@ static int stream_big_start(int64_t starvation_after_ms, int ticks) {
                 int64_t now = (int64_t) t * TICK_MS;
                 /* The big job comes once small ones already run. */
                 if (t == 1)
-                        queue[n_queue++] = (SchedJob){.id = 1, .project = "p", .user = "big",
-                                                      .ranks = 2, .ranks_per_node = 1,
-                                                      .cpus = 4, .created_ms = now};
+                        queue[n_queue++] = (SchedJob){.id = 1,
+                                                      .project = "p",
+                                                      .user = "big",
+                                                      .ranks = 2,
+                                                      .ranks_per_node = 1,
+                                                      .cpus = 4,
+                                                      .created_ms = now};
                 /* Finished small jobs leave; three new ones arrive. */
                 for (int i = 0; i < n_run;)
                         if (ends[i] <= now) {
@@ -459,12 +530,20 @@ static int stream_big_start(int64_t starvation_after_ms, int ticks) {
                 for (int i = 0; i < n_run; i++)
                         running[i].rank_node = &rank_node[i];
                 for (int k = 0; k < 3 && n_queue < 256; k++)
-                        queue[n_queue++] = (SchedJob){.id = next_id++, .project = "p",
-                                                      .user = "small", .ranks = 1, .cpus = 1,
+                        queue[n_queue++] = (SchedJob){.id = next_id++,
+                                                      .project = "p",
+                                                      .user = "small",
+                                                      .ranks = 1,
+                                                      .cpus = 1,
                                                       .created_ms = now};
-                SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = queue,
-                                   .n_jobs = n_queue, .running = running, .n_running = n_run,
-                                   .now_ms = now, .starvation_after_ms = starvation_after_ms};
+                SchedSnapshot s = {.nodes = nodes,
+                                   .n_nodes = 2,
+                                   .jobs = queue,
+                                   .n_jobs = n_queue,
+                                   .running = running,
+                                   .n_running = n_run,
+                                   .now_ms = now,
+                                   .starvation_after_ms = starvation_after_ms};
                 SchedResult r;
                 CHECK_INT(sched_pass(&s, &r), 0);
                 for (int p = 0; p < r.n_placements; p++) {
@@ -478,9 +557,12 @@ static int stream_big_start(int64_t starvation_after_ms, int ticks) {
                         nodes[pl->rank_node[0]].cpus_free -= 1;
                         CHECK(nodes[pl->rank_node[0]].cpus_free >= 0);
                         ends[n_run] = now + SMALL_TICKS * TICK_MS;
-                        running[n_run] = (SchedRunning){.id = pl->job, .project = "p",
-                                                        .user = "small", .cpus = 1,
-                                                        .n_ranks = 1, .started_ms = now};
+                        running[n_run] = (SchedRunning){.id = pl->job,
+                                                        .project = "p",
+                                                        .user = "small",
+                                                        .cpus = 1,
+                                                        .n_ranks = 1,
+                                                        .started_ms = now};
                         n_run++;
                         for (int i = 0; i < n_queue; i++)
                                 if (queue[i].id == pl->job) {
@@ -514,8 +596,7 @@ static void test_constraints(void) {
         jobs[2].n_node_selector = 1;
         jobs[3].accelerator = "tpu-v5";
         jobs[3].accelerators_per_rank = 1;
-        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 4,
-                           .now_ms = NOW};
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 4, .now_ms = NOW};
         SchedResult r;
         CHECK_INT(sched_pass(&s, &r), 0);
         check_placed(&r, (int64_t[]){2}, 1);
@@ -529,8 +610,8 @@ static void test_constraints(void) {
         /* Full but schedulable: capacity, not constraint. */
         nodes[1].cpus_free = 0;
         nodes[1].cpus_total = 2;
-        SchedSnapshot s2 = {.nodes = nodes, .n_nodes = 2, .jobs = &jobs[1], .n_jobs = 1,
-                            .now_ms = NOW};
+        SchedSnapshot s2 = {
+                .nodes = nodes, .n_nodes = 2, .jobs = &jobs[1], .n_jobs = 1, .now_ms = NOW};
         CHECK_INT(sched_pass(&s2, &r), 0);
         CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
         sched_result_clear(&r);
@@ -565,8 +646,7 @@ static void test_gpu_fleet_mix(void) {
         SchedNode nodes[] = {node("gpu", 16, gpus8[0], 8, NULL), node("cpu", 16, NULL, 0, NULL)};
         SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 8), pjob(2, "p", "u", 0, 1, 8),
                            pjob(3, "p", "u", 0, 1, 8)};
-        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 3,
-                           .now_ms = NOW};
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 3, .now_ms = NOW};
         SchedResult r;
         CHECK_INT(sched_pass(&s, &r), 0);
         CHECK_INT(r.n_placements, 3);

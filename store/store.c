@@ -109,10 +109,12 @@ static const char *const statement_sql[_STMT_MAX] = {
                               " VALUES (?,?,?,?,?,?)",
         [STMT_TOKEN_BY_HASH] = "SELECT name, hash, role, projects, node, created_ms, revoked_ms"
                                " FROM token WHERE hash = ? AND revoked_ms IS NULL",
-        [STMT_TOKEN_REVOKE] = "UPDATE token SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL",
-        [STMT_TOKEN_FOR_NODE] = "SELECT name, hash, role, projects, node, created_ms, revoked_ms"
-                                " FROM token WHERE role = 'agent' AND node = ? AND revoked_ms IS NULL"
-                                " ORDER BY created_ms DESC LIMIT 1",
+        [STMT_TOKEN_REVOKE] =
+                "UPDATE token SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL",
+        [STMT_TOKEN_FOR_NODE] =
+                "SELECT name, hash, role, projects, node, created_ms, revoked_ms"
+                " FROM token WHERE role = 'agent' AND node = ? AND revoked_ms IS NULL"
+                " ORDER BY created_ms DESC LIMIT 1",
 };
 
 struct Store {
@@ -190,8 +192,7 @@ static int migrate(Store *store) {
 int store_open(const char *path, Store **ret_store) {
         Store *store = xcalloc(1, sizeof(Store));
         int rc = sqlite3_open_v2(path, &store->db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                         SQLITE_OPEN_NOMUTEX,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                  NULL);
         int r = errno_from_sqlite(rc);
         if (r < 0)
@@ -273,8 +274,7 @@ static const char *col_text(sqlite3_stmt *st, int i) {
 }
 
 static int64_t col_int(sqlite3_stmt *st, int i) {
-        return sqlite3_column_type(st, i) == SQLITE_NULL ? STORE_NONE
-                                                         : sqlite3_column_int64(st, i);
+        return sqlite3_column_type(st, i) == SQLITE_NULL ? STORE_NONE : sqlite3_column_int64(st, i);
 }
 
 /* Runs a bound write statement to completion and resets it. */

@@ -43,14 +43,31 @@ int main(void) {
         Store *s = NULL;
         CHECK_INT(store_open(path, &s), 0);
 
-        StoreJob job = {.id = 1, .name = "train", .project = "p", .user = "u", .spec = "{}",
-                        .state = "running", .attempt = 2, .reason = "", .exit_code = STORE_NONE,
-                        .created_ms = 1, .started_ms = STORE_NONE, .finished_ms = STORE_NONE,
-                        .idempotency_key = "key-1", .ckpt_step = 40, .ckpt_path = "/c"};
+        StoreJob job = {.id = 1,
+                        .name = "train",
+                        .project = "p",
+                        .user = "u",
+                        .spec = "{}",
+                        .state = "running",
+                        .attempt = 2,
+                        .reason = "",
+                        .exit_code = STORE_NONE,
+                        .created_ms = 1,
+                        .started_ms = STORE_NONE,
+                        .finished_ms = STORE_NONE,
+                        .idempotency_key = "key-1",
+                        .ckpt_step = 40,
+                        .ckpt_path = "/c"};
         CHECK_INT(store_begin(s), 0);
         CHECK_INT(store_job_put(s, &job), 0);
-        StoreRank r1 = {.job = 1, .attempt = 1, .rank = 0, .node = "n1", .state = "failed",
-                        .pid = STORE_NONE, .exit_code = 3, .signal = STORE_NONE,
+        StoreRank r1 = {.job = 1,
+                        .attempt = 1,
+                        .rank = 0,
+                        .node = "n1",
+                        .state = "failed",
+                        .pid = STORE_NONE,
+                        .exit_code = 3,
+                        .signal = STORE_NONE,
                         .step = STORE_NONE};
         StoreRank r2 = r1;
         r2.attempt = 2;

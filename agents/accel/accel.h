@@ -57,8 +57,7 @@ struct AccelBackend {
          * unhealthy with *ret_reason (malloc'd, names the device and why), -errno when
          * the probe itself failed. May be NULL.
          */
-        int (*health)(const AccelDevice *devs, size_t n, const AccelConfig *cfg,
-                      char **ret_reason);
+        int (*health)(const AccelDevice *devs, size_t n, const AccelConfig *cfg, char **ret_reason);
 };
 
 /* NULL-terminated table of all backends, in registry.c. */

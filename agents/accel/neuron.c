@@ -27,9 +27,9 @@ extern const AccelBackend accel_backend_neuron;
  * trn2 launch profile); the runtime's default of 2 pairs them into 4 logical cores.
  */
 static const AccelPciModel neuron_models[] = {
-        { 0x7164, "trn1", "Trainium", 2 },
-        { 0x7264, "inf2", "Inferentia2", 2 },
-        { 0x7364, "trn2", "Trainium2", 8 },
+        {0x7164, "trn1", "Trainium", 2},
+        {0x7264, "inf2", "Inferentia2", 2},
+        {0x7364, "trn2", "Trainium2", 8},
 };
 
 /* Where the driver publishes per-device counters (neuron_sysfs_metrics.c). */
@@ -39,8 +39,8 @@ static const struct {
         const char *file;
         const char *what;
 } neuron_ecc_counters[] = {
-        { "stats/hardware/mem_ecc_uncorrected", "uncorrected HBM ECC errors" },
-        { "stats/hardware/sram_ecc_uncorrected", "uncorrected SRAM ECC errors" },
+        {"stats/hardware/mem_ecc_uncorrected", "uncorrected HBM ECC errors"},
+        {"stats/hardware/sram_ecc_uncorrected", "uncorrected SRAM ECC errors"},
 };
 
 static bool neuron_node_find(const AccelDevice *dev, const AccelConfig *cfg, char *buf,
@@ -157,13 +157,12 @@ static int neuron_health(const AccelDevice *devs, size_t n, const AccelConfig *c
                 }
                 snprintf(dir, sizeof(dir), NEURON_SYSFS_DEVICE, neuron_driver_index(d));
                 for (size_t k = 0; k < ELEMENTSOF(neuron_ecc_counters); k++) {
-                        _cleanup_free_ char *path = xasprintf("%s/%s", dir,
-                                                              neuron_ecc_counters[k].file);
+                        _cleanup_free_ char *path =
+                                xasprintf("%s/%s", dir, neuron_ecc_counters[k].file);
                         unsigned long long v;
 
                         /* Older drivers lack the counters: no data, not a fault. */
-                        if (accel_read_counter(cfg ? cfg->sys_root : NULL, path, &v) < 0 ||
-                            v == 0)
+                        if (accel_read_counter(cfg ? cfg->sys_root : NULL, path, &v) < 0 || v == 0)
                                 continue;
                         accel_str_append(&reason, "; ", "neuron %s (neuron%d): %llu %s",
                                          d->pci_bus_id, neuron_driver_index(d), v,

@@ -66,36 +66,36 @@ enum {
  * the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC error. Others
  * (13, 31, 43, ...) are usually the application's own faults and do not mark the node.
  */
-static const unsigned long long nvidia_critical_xids[] = { 48, 63, 64, 74, 79, 92, 94, 95 };
+static const unsigned long long nvidia_critical_xids[] = {48, 63, 64, 74, 79, 92, 94, 95};
 
 /* ---- detection ---- */
 
 /* Device IDs from the PCI ID repository (pci-ids.ucw.cz), vendor 10de. */
 static const AccelPciModel nvidia_models[] = {
-        { 0x15f7, "nvidia-p100", "Tesla P100 PCIe 12GB", 0 },
-        { 0x15f8, "nvidia-p100", "Tesla P100 PCIe 16GB", 0 },
-        { 0x15f9, "nvidia-p100", "Tesla P100 SXM2 16GB", 0 },
-        { 0x1db1, "nvidia-v100", "Tesla V100 SXM2 16GB", 0 },
-        { 0x1db4, "nvidia-v100", "Tesla V100 PCIe 16GB", 0 },
-        { 0x1db5, "nvidia-v100", "Tesla V100 SXM2 32GB", 0 },
-        { 0x1db6, "nvidia-v100", "Tesla V100 PCIe 32GB", 0 },
-        { 0x1db8, "nvidia-v100", "Tesla V100 SXM3 32GB", 0 },
-        { 0x1df6, "nvidia-v100", "Tesla V100S PCIe 32GB", 0 },
-        { 0x20b0, "nvidia-a100", "A100 SXM4 40GB", 0 },
-        { 0x20b1, "nvidia-a100", "A100 PCIe 40GB", 0 },
-        { 0x20b2, "nvidia-a100", "A100 SXM4 80GB", 0 },
-        { 0x20b5, "nvidia-a100", "A100 PCIe 80GB", 0 },
-        { 0x20f1, "nvidia-a100", "A100 PCIe 40GB", 0 },
-        { 0x2321, "nvidia-h100", "H100 NVL 94GB", 0 },
-        { 0x2330, "nvidia-h100", "H100 SXM5 80GB", 0 },
-        { 0x2331, "nvidia-h100", "H100 PCIe 80GB", 0 },
-        { 0x2339, "nvidia-h100", "H100 SXM5 94GB", 0 },
-        { 0x2335, "nvidia-h200", "H200 SXM 141GB", 0 },
-        { 0x233b, "nvidia-h200", "H200 NVL 141GB", 0 },
+        {0x15f7, "nvidia-p100", "Tesla P100 PCIe 12GB", 0},
+        {0x15f8, "nvidia-p100", "Tesla P100 PCIe 16GB", 0},
+        {0x15f9, "nvidia-p100", "Tesla P100 SXM2 16GB", 0},
+        {0x1db1, "nvidia-v100", "Tesla V100 SXM2 16GB", 0},
+        {0x1db4, "nvidia-v100", "Tesla V100 PCIe 16GB", 0},
+        {0x1db5, "nvidia-v100", "Tesla V100 SXM2 32GB", 0},
+        {0x1db6, "nvidia-v100", "Tesla V100 PCIe 32GB", 0},
+        {0x1db8, "nvidia-v100", "Tesla V100 SXM3 32GB", 0},
+        {0x1df6, "nvidia-v100", "Tesla V100S PCIe 32GB", 0},
+        {0x20b0, "nvidia-a100", "A100 SXM4 40GB", 0},
+        {0x20b1, "nvidia-a100", "A100 PCIe 40GB", 0},
+        {0x20b2, "nvidia-a100", "A100 SXM4 80GB", 0},
+        {0x20b5, "nvidia-a100", "A100 PCIe 80GB", 0},
+        {0x20f1, "nvidia-a100", "A100 PCIe 40GB", 0},
+        {0x2321, "nvidia-h100", "H100 NVL 94GB", 0},
+        {0x2330, "nvidia-h100", "H100 SXM5 80GB", 0},
+        {0x2331, "nvidia-h100", "H100 PCIe 80GB", 0},
+        {0x2339, "nvidia-h100", "H100 SXM5 94GB", 0},
+        {0x2335, "nvidia-h200", "H200 SXM 141GB", 0},
+        {0x233b, "nvidia-h200", "H200 NVL 141GB", 0},
 };
 
 /* VGA (0x0300) and 3D controller (0x0302); everything else of 10de is not a GPU. */
-static const uint16_t nvidia_classes[] = { 0x0300, 0x0302 };
+static const uint16_t nvidia_classes[] = {0x0300, 0x0302};
 
 /*
  * /dev/nvidia<N> takes the driver's minor number, which follows PCI bus order on the
@@ -143,8 +143,7 @@ typedef struct Nvml {
                                    unsigned *pending, unsigned *failure);
         NvmlReturn (*get_retired_pending)(NvmlDevice dev, int *ret_state);
         NvmlReturn (*event_set_create)(NvmlEventSet *ret);
-        NvmlReturn (*register_events)(NvmlDevice dev, unsigned long long types,
-                                      NvmlEventSet set);
+        NvmlReturn (*register_events)(NvmlDevice dev, unsigned long long types, NvmlEventSet set);
         NvmlReturn (*event_wait)(NvmlEventSet set, NvmlEventData *ret, unsigned timeout_ms);
         NvmlReturn (*event_set_free)(NvmlEventSet set);
         NvmlEventSet events;
@@ -210,7 +209,7 @@ static bool nvml_open(const char *library) {
 
 static const char *nvml_library(const AccelConfig *cfg) {
         return cfg && cfg->nvml_library && *cfg->nvml_library ? cfg->nvml_library
-                                                               : "libnvidia-ml.so.1";
+                                                              : "libnvidia-ml.so.1";
 }
 
 static NvidiaWatch *nvml_watch_find(const char *bus_id) {
@@ -231,9 +230,8 @@ static void nvml_watch_add(const char *bus_id, NvmlDevice handle) {
                 w->handle = handle;
                 return;
         }
-        if (nvml.events &&
-            nvml.register_events(handle, NVML_EVENT_TYPE_XID_CRITICAL_ERROR, nvml.events) !=
-                    NVML_SUCCESS)
+        if (nvml.events && nvml.register_events(handle, NVML_EVENT_TYPE_XID_CRITICAL_ERROR,
+                                                nvml.events) != NVML_SUCCESS)
                 return; /* XID events not supported on this device */
         nvml.watches = xrealloc(nvml.watches, (nvml.n_watches + 1) * sizeof(*nvml.watches));
         w = &nvml.watches[nvml.n_watches++];
@@ -255,7 +253,7 @@ static void nvml_events_drain(void) {
                 return;
         /* Bounded so a device streaming events cannot hold the agent's loop. */
         for (int i = 0; i < 256; i++) {
-                NvmlEventData ev = { 0 };
+                NvmlEventData ev = {0};
 
                 if (nvml.event_wait(nvml.events, &ev, 0) != NVML_SUCCESS)
                         break;

@@ -115,10 +115,9 @@ static void pci_device_fill(hwloc_topology_t topo, const AccelBackend *backend,
         dev->pcie_switch = accel_pci_switch_id(c->obj);
 }
 
-int accel_pci_detect(hwloc_topology_t topo, const AccelConfig *cfg,
-                     const AccelBackend *backend, const AccelPciMatch *m, AccelDevice **devs,
-                     size_t *n_devs) {
-        static const AccelConfig real_root = { 0 };
+int accel_pci_detect(hwloc_topology_t topo, const AccelConfig *cfg, const AccelBackend *backend,
+                     const AccelPciMatch *m, AccelDevice **devs, size_t *n_devs) {
+        static const AccelConfig real_root = {0};
         _cleanup_free_ PciCandidate *cand = NULL;
         size_t n_cand = 0, cap = 0;
 
@@ -143,7 +142,7 @@ int accel_pci_detect(hwloc_topology_t topo, const AccelConfig *cfg,
                         cand = t;
                         cap = ncap;
                 }
-                cand[n_cand++] = (PciCandidate){ .obj = obj, .model = model };
+                cand[n_cand++] = (PciCandidate){.obj = obj, .model = model};
         }
         if (n_cand == 0)
                 return 0;

@@ -45,17 +45,15 @@ typedef struct AccelPciMatch {
          * holds the device's position among all matching devices in PCI bus order (the
          * driver's numbering); afterwards it is renumbered over the devices kept.
          */
-        bool (*node_find)(const AccelDevice *dev, const AccelConfig *cfg, char *buf,
-                          size_t size);
+        bool (*node_find)(const AccelDevice *dev, const AccelConfig *cfg, char *buf, size_t size);
 } AccelPciMatch;
 
 /*
  * Appends the devices matching m found in topo to *devs (count in *n_devs), all attributed to
  * backend. Devices whose node_find fails are left out. Returns 0 or -errno.
  */
-int accel_pci_detect(hwloc_topology_t topo, const AccelConfig *cfg,
-                     const AccelBackend *backend, const AccelPciMatch *m, AccelDevice **devs,
-                     size_t *n_devs);
+int accel_pci_detect(hwloc_topology_t topo, const AccelConfig *cfg, const AccelBackend *backend,
+                     const AccelPciMatch *m, AccelDevice **devs, size_t *n_devs);
 
 /* NUMA node (OS index) nearest to a PCI object, -1 when unknown. */
 int accel_pci_numa_node(hwloc_topology_t topo, hwloc_obj_t obj);

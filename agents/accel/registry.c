@@ -20,11 +20,7 @@ extern const AccelBackend accel_backend_tpu;
 extern const AccelBackend accel_backend_neuron;
 
 const AccelBackend *const accel_backends[] = {
-        &accel_backend_cpu,
-        &accel_backend_nvidia,
-        &accel_backend_tpu,
-        &accel_backend_neuron,
-        NULL,
+        &accel_backend_cpu, &accel_backend_nvidia, &accel_backend_tpu, &accel_backend_neuron, NULL,
 };
 
 static int accel_device_compare_bus(const void *a, const void *b) {

@@ -29,23 +29,22 @@ extern const AccelBackend accel_backend_neuron;
 static int failures;
 static char tmp_root[] = "/tmp/axctl-test-accel-XXXXXX";
 
-#define CHECK(cond)                                                                            \
-        do {                                                                                   \
-                if (!(cond)) {                                                                 \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,       \
-                                #cond);                                                        \
-                        failures++;                                                            \
-                }                                                                              \
+#define CHECK(cond)                                                                              \
+        do {                                                                                     \
+                if (!(cond)) {                                                                   \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+                        failures++;                                                              \
+                }                                                                                \
         } while (0)
 
-#define CHECK_STREQ(a, b)                                                                      \
-        do {                                                                                   \
-                const char *_a = (a), *_b = (b);                                               \
-                if (!_a || !_b || strcmp(_a, _b) != 0) {                                       \
-                        fprintf(stderr, "%s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__,    \
-                                __LINE__, #a, _a ? _a : "(null)", _b ? _b : "(null)");         \
-                        failures++;                                                            \
-                }                                                                              \
+#define CHECK_STREQ(a, b)                                                                   \
+        do {                                                                                \
+                const char *_a = (a), *_b = (b);                                            \
+                if (!_a || !_b || strcmp(_a, _b) != 0) {                                    \
+                        fprintf(stderr, "%s:%d: %s is \"%s\", expected \"%s\"\n", __FILE__, \
+                                __LINE__, #a, _a ? _a : "(null)", _b ? _b : "(null)");      \
+                        failures++;                                                         \
+                }                                                                           \
         } while (0)
 
 /* ---- fixtures ---- */
@@ -134,8 +133,9 @@ static const char *env_str(json_t *env, const char *key) {
 static void test_dgx2(const char *shared) {
         hwloc_topology_t topo = topo_load(shared, "nvidia-dgx2-v100x16.xml");
         _cleanup_free_ char *root = dev_root_make("dgx2", "nvidia", 16, -1);
-        AccelConfig cfg = { .dev_root = root, .sys_root = root,
-                            .nvml_library = "/nonexistent/libnvidia-ml.so.1" };
+        AccelConfig cfg = {.dev_root = root,
+                           .sys_root = root,
+                           .nvml_library = "/nonexistent/libnvidia-ml.so.1"};
         static const char *const bus[16] = {
                 "0000:34:00.0", "0000:36:00.0", "0000:39:00.0", "0000:3b:00.0",
                 "0000:57:00.0", "0000:59:00.0", "0000:5c:00.0", "0000:5e:00.0",
@@ -202,10 +202,11 @@ static void test_dgx2(const char *shared) {
 static void test_power8(const char *shared) {
         hwloc_topology_t topo = topo_load(shared, "power8-4gpu.xml");
         _cleanup_free_ char *root = dev_root_make("power8", "nvidia", 4, -1);
-        AccelConfig cfg = { .dev_root = root, .sys_root = root,
-                            .nvml_library = "/nonexistent/libnvidia-ml.so.1" };
-        static const char *const bus[4] = { "0002:01:00.0", "0003:01:00.0", "000a:01:00.0",
-                                            "000b:01:00.0" };
+        AccelConfig cfg = {.dev_root = root,
+                           .sys_root = root,
+                           .nvml_library = "/nonexistent/libnvidia-ml.so.1"};
+        static const char *const bus[4] = {"0002:01:00.0", "0003:01:00.0", "000a:01:00.0",
+                                           "000b:01:00.0"};
         _cleanup_free_ AccelDevice *devs = NULL;
         size_t n = detect(&accel_backend_nvidia, topo, &cfg, &devs);
 
@@ -223,8 +224,9 @@ static void test_power8(const char *shared) {
 static void test_h100(const char *dir) {
         hwloc_topology_t topo = topo_load(dir, "nvidia-h100x8.xml");
         _cleanup_free_ char *root = dev_root_make("h100", "nvidia", 8, -1);
-        AccelConfig cfg = { .dev_root = root, .sys_root = root,
-                            .nvml_library = "/nonexistent/libnvidia-ml.so.1" };
+        AccelConfig cfg = {.dev_root = root,
+                           .sys_root = root,
+                           .nvml_library = "/nonexistent/libnvidia-ml.so.1"};
         _cleanup_free_ AccelDevice *devs = NULL;
         size_t n = detect(&accel_backend_nvidia, topo, &cfg, &devs);
 
@@ -246,7 +248,7 @@ static void test_h100(const char *dir) {
 static void test_tpu(const char *dir) {
         hwloc_topology_t topo = topo_load(dir, "tpu-v5p-4chip.xml");
         _cleanup_free_ char *root = dev_root_make("tpu", "accel", 4, -1);
-        AccelConfig cfg = { .dev_root = root, .sys_root = root };
+        AccelConfig cfg = {.dev_root = root, .sys_root = root};
         _cleanup_free_ AccelDevice *devs = NULL;
         size_t n = detect(&accel_backend_tpu, topo, &cfg, &devs);
 
@@ -305,7 +307,7 @@ static void test_tpu(const char *dir) {
 static void test_trn2(const char *dir) {
         hwloc_topology_t topo = topo_load(dir, "trn2-16dev.xml");
         _cleanup_free_ char *root = dev_root_make("trn2", "neuron", 16, -1);
-        AccelConfig cfg = { .dev_root = root, .sys_root = root };
+        AccelConfig cfg = {.dev_root = root, .sys_root = root};
         _cleanup_free_ AccelDevice *devs = NULL;
         size_t n = detect(&accel_backend_neuron, topo, &cfg, &devs);
 
@@ -346,8 +348,11 @@ static void test_trn2(const char *dir) {
 
 static AccelDevice fake_device(const AccelBackend *b, const char *kind, int vendor_index,
                                unsigned cores) {
-        AccelDevice d = { .backend = b, .vendor_index = vendor_index, .cores = cores,
-                          .numa_node = -1, .pcie_switch = -1 };
+        AccelDevice d = {.backend = b,
+                         .vendor_index = vendor_index,
+                         .cores = cores,
+                         .numa_node = -1,
+                         .pcie_switch = -1};
 
         snprintf(d.kind, sizeof(d.kind), "%s", kind);
         snprintf(d.pci_bus_id, sizeof(d.pci_bus_id), "0000:%02x:00.0", 0x10 + vendor_index);
@@ -359,10 +364,10 @@ static json_t *rank_env(long rank, long local_rank, long local_world, long node_
         json_t *env = json_object();
         char buf[32];
 
-#define SET(k, v)                                                                              \
-        do {                                                                                   \
-                snprintf(buf, sizeof(buf), "%ld", (long) (v));                                 \
-                json_object_set_new(env, k, json_string(buf));                                 \
+#define SET(k, v)                                              \
+        do {                                                   \
+                snprintf(buf, sizeof(buf), "%ld", (long) (v)); \
+                json_object_set_new(env, k, json_string(buf)); \
         } while (0)
         SET("AXCTL_RANK", rank);
         SET("AXCTL_LOCAL_RANK", local_rank);
@@ -380,7 +385,7 @@ static json_t *rank_env(long rank, long local_rank, long local_world, long node_
 static void test_env_nvidia(void) {
         AccelDevice a = fake_device(&accel_backend_nvidia, "nvidia-h100", 3, 0);
         AccelDevice b = fake_device(&accel_backend_nvidia, "nvidia-h100", 1, 0);
-        const AccelDevice *devs[] = { &a, &b };
+        const AccelDevice *devs[] = {&a, &b};
         json_t *env = rank_env(0, 0, 1, 0, 1, NULL);
 
         CHECK(accel_backend_nvidia.devices_env(devs, 2, env) == 0);
@@ -440,9 +445,9 @@ static void test_env_neuron(void) {
         AccelDevice d0 = fake_device(&accel_backend_neuron, "trn2", 0, 8);
         AccelDevice d1 = fake_device(&accel_backend_neuron, "trn2", 1, 8);
         AccelDevice t3 = fake_device(&accel_backend_neuron, "trn1", 3, 2);
-        const AccelDevice *both[] = { &d1, &d0 };
-        const AccelDevice *one[] = { &d1 };
-        const AccelDevice *trn1[] = { &t3 };
+        const AccelDevice *both[] = {&d1, &d0};
+        const AccelDevice *one[] = {&d1};
+        const AccelDevice *trn1[] = {&t3};
 
         json_t *env = rank_env(3, 1, 2, 1, 2, NULL);
         CHECK(accel_backend_neuron.devices_env(both, 2, env) == 0);
@@ -509,10 +514,9 @@ static void test_profiles(const char *shipped) {
         json_decref(env);
 
         /* Every shipped profile parses and gives its kind something. */
-        static const char *const kinds[] = { "nvidia-v100", "nvidia-a100", "nvidia-h100",
-                                             "nvidia-h200", "tpu-v4",      "tpu-v5e",
-                                             "tpu-v5p",     "tpu-v6e",     "trn1",
-                                             "trn2",        "inf2" };
+        static const char *const kinds[] = {
+                "nvidia-v100", "nvidia-a100", "nvidia-h100", "nvidia-h200", "tpu-v4", "tpu-v5e",
+                "tpu-v5p",     "tpu-v6e",     "trn1",        "trn2",        "inf2"};
         for (size_t i = 0; shipped && i < ELEMENTSOF(kinds); i++) {
                 env = json_object();
                 CHECK(accel_profile_apply(shipped, kinds[i], env) == 0);
@@ -538,8 +542,9 @@ static void test_nvml(const char *shared, const char *fakenvml) {
         _cleanup_free_ char *root = dev_root_make("nvml", "nvidia", 16, -1);
         _cleanup_free_ char *conf = tmp_path("fakenvml.conf");
         _cleanup_free_ char *alias = tmp_path("alias/libnvidia-ml.so.1");
-        AccelConfig cfg = { .dev_root = root, .sys_root = root,
-                            .nvml_library = "/nonexistent/libnvidia-ml.so.1" };
+        AccelConfig cfg = {.dev_root = root,
+                           .sys_root = root,
+                           .nvml_library = "/nonexistent/libnvidia-ml.so.1"};
         _cleanup_free_ AccelDevice *devs = NULL;
         char *reason = NULL;
         size_t n;

@@ -26,10 +26,10 @@ extern const AccelBackend accel_backend_tpu;
  * are in torch_xla's runtime detection. libtpu does not publish a table of its own.
  */
 static const AccelPciModel tpu_models[] = {
-        { 0x005e, "tpu-v4", "TPU v4", 0 },
-        { 0x0062, "tpu-v5p", "TPU v5p", 0 },
-        { 0x0063, "tpu-v5e", "TPU v5e", 0 },
-        { 0x006f, "tpu-v6e", "TPU v6e (Trillium)", 0 },
+        {0x005e, "tpu-v4", "TPU v4", 0},
+        {0x0062, "tpu-v5p", "TPU v5p", 0},
+        {0x0063, "tpu-v5e", "TPU v5e", 0},
+        {0x006f, "tpu-v6e", "TPU v6e (Trillium)", 0},
 };
 
 /* First port of the per-process TPU runtime endpoints, torch_xla's default. */
@@ -60,8 +60,7 @@ static long tpu_iommu_group(const AccelDevice *dev, const AccelConfig *cfg) {
         return group;
 }
 
-static bool tpu_node_find(const AccelDevice *dev, const AccelConfig *cfg, char *buf,
-                          size_t size) {
+static bool tpu_node_find(const AccelDevice *dev, const AccelConfig *cfg, char *buf, size_t size) {
         char path[48];
         long group;
 
@@ -187,8 +186,7 @@ static int tpu_devices_env(const AccelDevice *const *devs, size_t n, json_t *env
                 if (r < 0)
                         return r;
                 if (hostnames) {
-                        _cleanup_free_ char *addrs = tpu_process_addresses(hostnames,
-                                                                            local_world);
+                        _cleanup_free_ char *addrs = tpu_process_addresses(hostnames, local_world);
                         if (addrs) {
                                 r = accel_env_set(env, "TPU_PROCESS_ADDRESSES", addrs);
                                 if (r < 0)

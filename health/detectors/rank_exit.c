@@ -16,19 +16,19 @@ static bool detect(const HealthSeen *s, HealthFinding *f) {
                 f->reason = END_START_FAILED;
                 f->cls = FAILURE_START;
                 snprintf(f->detail, sizeof(f->detail),
-                         "rank %d on %s could not start (exit code %d; its log says why)",
-                         s->rank, s->node, s->exit_code);
+                         "rank %d on %s could not start (exit code %d; its log says why)", s->rank,
+                         s->node, s->exit_code);
                 return true;
         }
         f->reason = END_RANK_EXIT;
         f->cls = FAILURE_JOB;
         f->signal = s->signal;
         if (s->signal > 0)
-                snprintf(f->detail, sizeof(f->detail), "rank %d on %s killed by signal %d",
-                         s->rank, s->node, s->signal);
+                snprintf(f->detail, sizeof(f->detail), "rank %d on %s killed by signal %d", s->rank,
+                         s->node, s->signal);
         else
-                snprintf(f->detail, sizeof(f->detail), "rank %d on %s exited with code %d",
-                         s->rank, s->node, s->exit_code);
+                snprintf(f->detail, sizeof(f->detail), "rank %d on %s exited with code %d", s->rank,
+                         s->node, s->exit_code);
         return true;
 }
 

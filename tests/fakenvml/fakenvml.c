@@ -75,11 +75,10 @@ nvmlReturn_t nvmlShutdown(void);
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDevice_t *device);
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
-nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type,
-                                         int counter_type, unsigned long long *count);
-nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corr,
-                                       unsigned int *unc, unsigned int *pending,
-                                       unsigned int *failure);
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type, int counter_type,
+                                         unsigned long long *count);
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corr, unsigned int *unc,
+                                       unsigned int *pending, unsigned int *failure);
 nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, int *pending);
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set);
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
@@ -228,8 +227,8 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
                 snprintf(buf, sizeof(buf), "%s", device->uuid);
         } else {
                 sscanf(device->bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &fn);
-                snprintf(buf, sizeof(buf), "GPU-fa4e0000-0000-4000-8000-000%04x%02x%02x%x",
-                         domain, bus, dev, fn);
+                snprintf(buf, sizeof(buf), "GPU-fa4e0000-0000-4000-8000-000%04x%02x%02x%x", domain,
+                         bus, dev, fn);
         }
         if (!uuid || strlen(buf) + 1 > length)
                 return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -250,8 +249,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) 
         return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type,
-                                         int counter_type, unsigned long long *count) {
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type, int counter_type,
+                                         unsigned long long *count) {
         nvmlReturn_t r = fake_device_check(device);
 
         if (r != NVML_SUCCESS)
@@ -263,9 +262,8 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type,
         return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corr,
-                                       unsigned int *unc, unsigned int *pending,
-                                       unsigned int *failure) {
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corr, unsigned int *unc,
+                                       unsigned int *pending, unsigned int *failure) {
         nvmlReturn_t r = fake_device_check(device);
 
         if (r != NVML_SUCCESS)

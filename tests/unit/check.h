@@ -9,31 +9,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond)                                                                        \
-        do {                                                                               \
-                if (!(cond)) {                                                             \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,   \
-                                #cond);                                                    \
-                        exit(1);                                                           \
-                }                                                                          \
+#define CHECK(cond)                                                                              \
+        do {                                                                                     \
+                if (!(cond)) {                                                                   \
+                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+                        exit(1);                                                                 \
+                }                                                                                \
         } while (0)
 
-#define CHECK_INT(a, b)                                                                    \
-        do {                                                                               \
-                long long _a = (long long) (a), _b = (long long) (b);                      \
-                if (_a != _b) {                                                            \
-                        fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n", __FILE__,    \
-                                __LINE__, #a, _a, _b);                                     \
-                        exit(1);                                                           \
-                }                                                                          \
+#define CHECK_INT(a, b)                                                                           \
+        do {                                                                                      \
+                long long _a = (long long) (a), _b = (long long) (b);                             \
+                if (_a != _b) {                                                                   \
+                        fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__, \
+                                #a, _a, _b);                                                      \
+                        exit(1);                                                                  \
+                }                                                                                 \
         } while (0)
 
-#define CHECK_STR(a, b)                                                                    \
-        do {                                                                               \
-                const char *_a = (a), *_b = (b);                                           \
-                if (!_a || !_b || strcmp(_a, _b) != 0) {                                   \
+#define CHECK_STR(a, b)                                                                     \
+        do {                                                                                \
+                const char *_a = (a), *_b = (b);                                            \
+                if (!_a || !_b || strcmp(_a, _b) != 0) {                                    \
                         fprintf(stderr, "%s:%d: %s == \"%s\", expected \"%s\"\n", __FILE__, \
-                                __LINE__, #a, _a ? _a : "(null)", _b ? _b : "(null)");     \
-                        exit(1);                                                           \
-                }                                                                          \
+                                __LINE__, #a, _a ? _a : "(null)", _b ? _b : "(null)");      \
+                        exit(1);                                                            \
+                }                                                                           \
         } while (0)

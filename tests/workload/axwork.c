@@ -48,7 +48,7 @@ typedef enum FaultKind {
 typedef struct Fault {
         FaultKind kind;
         uint64_t step;
-        int code;    /* exit status, FAULT_EXIT only */
+        int code; /* exit status, FAULT_EXIT only */
         int attempt; /* 0: every attempt */
 } Fault;
 
@@ -101,8 +101,8 @@ static int64_t wall_ns(void) {
 /* Appends "EVENT job=.. attempt=.. rank=.. pid=.. t=<CLOCK_REALTIME ns> DETAIL" with a
  * single write(2) on an O_APPEND descriptor, so lines of concurrent ranks and attempts
  * never interleave. */
-__attribute__((format(printf, 3, 4)))
-static void attempt_log(const Rank *r, const char *event, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static void attempt_log(const Rank *r, const char *event,
+                                                              const char *fmt, ...) {
         if (r->log_fd < 0)
                 return;
         char line[512];
@@ -152,7 +152,7 @@ static int fault_parse(FaultKind kind, const char *arg, Fault *ret) {
                 return -EINVAL;
         strcpy(buf, arg);
 
-        Fault f = { .kind = kind };
+        Fault f = {.kind = kind};
         char *at = strchr(buf, '@');
         if (at) {
                 *at = '\0';
@@ -194,7 +194,7 @@ static int env_int(const char *name, int fallback, int min, int *ret) {
 }
 
 static int rank_from_env(Rank *r) {
-        *r = (Rank) { .log_fd = -1 };
+        *r = (Rank){.log_fd = -1};
         r->job_id = *env_str("AXCTL_JOB_ID") ? env_str("AXCTL_JOB_ID") : "0";
         if (env_int("AXCTL_ATTEMPT", 1, 1, &r->attempt) < 0 ||
             env_int("AXCTL_RANK", 0, 0, &r->rank) < 0 ||
@@ -305,8 +305,7 @@ static int checkpoint_load(const Rank *r, uint64_t *ret_value) {
         if (*r->resume_checkpoint)
                 snprintf(dir, sizeof(dir), "%s", r->resume_checkpoint);
         else if (*r->checkpoint_dir)
-                snprintf(dir, sizeof(dir), "%s/step_%08" PRIu64, r->checkpoint_dir,
-                         r->resume_step);
+                snprintf(dir, sizeof(dir), "%s/step_%08" PRIu64, r->checkpoint_dir, r->resume_step);
         else
                 return -ENOENT;
 
@@ -331,8 +330,9 @@ static int checkpoint_load(const Rank *r, uint64_t *ret_value) {
                 return -EBADMSG;
         }
         if (step != r->resume_step) {
-                fprintf(stderr, "axwork: %s holds step %" PRIu64 ", asked to resume at %" PRIu64 "\n",
-                        path, step, r->resume_step);
+                fprintf(stderr,
+                        "axwork: %s holds step %" PRIu64 ", asked to resume at %" PRIu64 "\n", path,
+                        step, r->resume_step);
                 return -ESTALE;
         }
         *ret_value = value;
@@ -359,7 +359,7 @@ static _Noreturn void terminate_now(const Rank *r) {
 }
 
 static void sleep_ms(const Rank *r, unsigned ms) {
-        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000 };
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000};
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
                 if (terminate_signal)
                         terminate_now(r);
@@ -436,21 +436,21 @@ static int options_parse(int argc, char **argv, Options *o) {
                 ARG_EXPECT,
         };
         static const struct option longopts[] = {
-                { "steps", required_argument, NULL, ARG_STEPS },
-                { "step-ms", required_argument, NULL, ARG_STEP_MS },
-                { "checkpoint-every", required_argument, NULL, ARG_CHECKPOINT_EVERY },
-                { "crash-at", required_argument, NULL, ARG_CRASH_AT },
-                { "exit-at", required_argument, NULL, ARG_EXIT_AT },
-                { "hang-at", required_argument, NULL, ARG_HANG_AT },
-                { "fault-rank", required_argument, NULL, ARG_FAULT_RANK },
-                { "attempt-log", required_argument, NULL, ARG_ATTEMPT_LOG },
-                { "seed", required_argument, NULL, ARG_SEED },
-                { "print-env", no_argument, NULL, ARG_PRINT_ENV },
-                { "expect", no_argument, NULL, ARG_EXPECT },
-                { "help", no_argument, NULL, 'h' },
+                {"steps", required_argument, NULL, ARG_STEPS},
+                {"step-ms", required_argument, NULL, ARG_STEP_MS},
+                {"checkpoint-every", required_argument, NULL, ARG_CHECKPOINT_EVERY},
+                {"crash-at", required_argument, NULL, ARG_CRASH_AT},
+                {"exit-at", required_argument, NULL, ARG_EXIT_AT},
+                {"hang-at", required_argument, NULL, ARG_HANG_AT},
+                {"fault-rank", required_argument, NULL, ARG_FAULT_RANK},
+                {"attempt-log", required_argument, NULL, ARG_ATTEMPT_LOG},
+                {"seed", required_argument, NULL, ARG_SEED},
+                {"print-env", no_argument, NULL, ARG_PRINT_ENV},
+                {"expect", no_argument, NULL, ARG_EXPECT},
+                {"help", no_argument, NULL, 'h'},
                 {},
         };
-        *o = (Options) { .steps = 20, .step_ms = 50, .fault_rank = -1 };
+        *o = (Options){.steps = 20, .step_ms = 50, .fault_rank = -1};
         int c, ms, index = 0;
         while ((c = getopt_long(argc, argv, "h", longopts, &index)) >= 0) {
                 FaultKind kind = _FAULT_KIND_INVALID;
@@ -540,7 +540,7 @@ int main(int argc, char **argv) {
         if (rank_from_env(&r) < 0)
                 return EXIT_USAGE;
 
-        struct sigaction sa = { .sa_handler = on_terminate };
+        struct sigaction sa = {.sa_handler = on_terminate};
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
         sigaction(SIGINT, &sa, NULL);
@@ -583,8 +583,8 @@ int main(int argc, char **argv) {
                     step % o.checkpoint_every == 0) {
                         int k = checkpoint_write(&r, step, value);
                         if (k < 0)
-                                fprintf(stderr, "axwork: checkpoint %" PRIu64 " failed: %s\n",
-                                        step, strerror(-k));
+                                fprintf(stderr, "axwork: checkpoint %" PRIu64 " failed: %s\n", step,
+                                        strerror(-k));
                         else
                                 printf("checkpoint step=%" PRIu64 "\n", step);
                 }
