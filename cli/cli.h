@@ -90,6 +90,8 @@ int cli_args_next(CliArgs *a, const char **ret_value);
 /* Parses a whole decimal integer within [min, max]; prints an error naming flag. */
 int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_t min, int64_t max,
                   int64_t *ret);
+/* Parses a job id argument (positive integer); CLI_EXIT_USAGE with a message if not. */
+int cli_parse_job_id(const CliContext *ctx, const char *s, int64_t *ret);
 /* Parses a non-negative number of seconds ("1.5" allowed) into milliseconds. */
 int cli_parse_seconds(const CliContext *ctx, const char *flag, const char *s, int64_t *ret_ms);
 /* True for the options every command takes after its name (--json, --url, --ca-file). */
@@ -230,8 +232,6 @@ int cli_exit_for_job_state(const char *state);
 /* Polls the job until it ends or timeout_ms passes (0 = forever); prints the state
  * line (or the JSON view) and returns the exit code of the outcome. */
 int cli_job_wait(const CliContext *ctx, int64_t id, int64_t timeout_ms);
-/* Parses a job id argument (positive integer); CLI_EXIT_USAGE with a message if not. */
-int cli_parse_job_id(const CliContext *ctx, const char *s, int64_t *ret);
 int cli_cmd_status(CliContext *ctx, int argc, char **argv);
 int cli_cmd_list(CliContext *ctx, int argc, char **argv);
 int cli_cmd_cancel(CliContext *ctx, int argc, char **argv);

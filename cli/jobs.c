@@ -30,18 +30,6 @@ int cli_exit_for_job_state(const char *state) {
         return -1;
 }
 
-int cli_parse_job_id(const CliContext *ctx, const char *s, int64_t *ret) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno != 0 || end == s || *end != '\0' || v <= 0) {
-                cli_error(ctx, "invalid job id '%s': expected a positive integer", s);
-                return CLI_EXIT_USAGE;
-        }
-        *ret = v;
-        return CLI_EXIT_OK;
-}
-
 static void sleep_ms(int64_t ms) {
         struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
         while (nanosleep(&ts, &ts) < 0)

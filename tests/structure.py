@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: MIT
+"""Checks the shape of the tree (issue 10): no source file over 1,500 lines, and no
+cycle among the C files of the programs, where a file depends on another when it calls
+a function or uses a variable that the other defines (read from the built objects with
+nm). Usage: structure.py SOURCE_ROOT BUILD_ROOT"""
+
+import collections
+import glob
+import os
+import subprocess
+import sys
+
+MAX_LINES = 1500
+
+
+def main():
+    source, build = sys.argv[1], sys.argv[2]
+    failures = []
+    files = subprocess.run(["git", "-C", source, "ls-files", "*.c", "*.h", "*.py"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        with open(os.path.join(source, f), errors="replace") as fh:
+            n = sum(1 for _ in fh)
+        if n > MAX_LINES:
+            failures.append("%s has %d lines (at most %d)" % (f, n, MAX_LINES))
+
+    defined, used = {}, {}
+    for obj in glob.glob(os.path.join(build, "**", "*.c.o"), recursive=True):
+        rel = os.path.relpath(obj, build)
+        if ".p" + os.sep not in rel or any(x in rel for x in ("test-", "fuzz", "bench")):
+            continue
+        name = rel.split(os.sep)[0] + "/" + rel.split(".p" + os.sep)[-1][:-2]
+        out = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "TDRB":
+                defined.setdefault(parts[2], set()).add(name)
+            elif len(parts) == 2 and parts[0] == "U":
+                used.setdefault(name, set()).add(parts[1])
+    if not used:
+        failures.append("no objects found under %s" % build)
+    graph = collections.defaultdict(set)
+    for name, symbols in used.items():
+        for s in symbols:
+            graph[name] |= defined.get(s, set()) - {name}
+
+    def path(a, b, seen):
+        if a == b:
+            return [a]
+        seen.add(a)
+        for n in sorted(graph[a]):
+            if n not in seen:
+                p = path(n, b, seen)
+                if p:
+                    return [a] + p
+        return None
+
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            back = path(b, a, set())
+            if back:
+                failures.append("cycle: " + " -> ".join([a] + back))
+    for f in failures:
+        print(f)
+    print("structure: %s" % ("ok" if not failures else "%d problems" % len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
