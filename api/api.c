@@ -108,7 +108,6 @@ static const struct {
         [CTL_ERR_UNKNOWN_NODE] = {404, "unknown_node"},
         [CTL_ERR_NODE_CLAIMED] = {409, "node_claimed"},
         [CTL_ERR_BOOT_MISMATCH] = {409, "boot_mismatch"},
-        [CTL_ERR_UNAVAILABLE] = {503, "unavailable"},
 };
 
 static void request_set_ctl_error(Request *req, const CtlError *err) {
@@ -834,7 +833,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         bool wait = route(api, req, con, method, url);
         if (req->proxy && !req->answer)
                 return proxy_answer(api, req, con);
-        if (wait || ctl_turn_has_writes(api->ctl)) {
+        /* /healthz writes nothing and must answer even while a turn fails. */
+        if (wait || (ctl_turn_has_writes(api->ctl) && req->route != ROUTE_HEALTHZ)) {
                 request_suspend(api, req, con);
                 return MHD_YES;
         }

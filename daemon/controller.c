@@ -72,6 +72,8 @@ const char *ctl_failure(Controller *ctl) {
 
 int64_t ctl_next_deadline_ms(Controller *ctl) {
         int64_t next = util_now_ms() + 1000;
+        if (ctl_failure(ctl))
+                return next; /* stopping: nothing is due */
         for (int i = 0; i < ctl->model.n_nodes; i++) {
                 Node *n = ctl->model.nodes[i];
                 if (n->state == NODE_DOWN)

@@ -45,7 +45,6 @@ typedef enum CtlErrorCode {
         CTL_ERR_UNKNOWN_NODE, /* an agent must register first */
         CTL_ERR_NODE_CLAIMED, /* another agent holds the node's lease */
         CTL_ERR_BOOT_MISMATCH, /* the node rebooted: register again */
-        CTL_ERR_UNAVAILABLE, /* the controller cannot write durably and is stopping */
         _CTL_ERR_MAX,
 } CtlErrorCode;
 
@@ -66,8 +65,8 @@ bool ctl_turn_has_writes(Controller *ctl);
 /*
  * Runs the scheduler if something changed, persists and commits. 0, or -errno when a
  * durable write of the turn failed: the turn is rolled back, and from then on
- * ctl_failure() says why and every operation is refused (CTL_ERR_UNAVAILABLE), so no
- * request of this turn or later is acknowledged; the caller must stop.
+ * ctl_failure() says why; api/ answers every request 503 so that none of this turn or
+ * later is acknowledged, and the caller must stop.
  */
 int ctl_end_turn(Controller *ctl);
 /* NULL while the controller works; else why it stopped accepting requests. */

@@ -28,6 +28,9 @@ Job *ctl_job_find(Controller *ctl, int64_t id) {
         return model_job_find(&ctl->model, id);
 }
 
+/* A job's reason stays short enough for a status line; the attempt keeps the detail. */
+#define JOB_REASON_MAX 399
+
 /* A hash naming who runs a job: its user. Not the project: a user bound to two projects
  * is still one user, and must not count as two witnesses against a node. */
 static uint64_t job_owner(const Job *job) {
@@ -84,15 +87,16 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
                 }
         }
         job->quick_failures = j.quick_failures;
-        char reason_text[400];
-        snprintf(reason_text, sizeof(reason_text), "%s%s%s", j.verdict.why,
-                 f->detail[0] ? ": " : "", f->detail);
+        char *reason_text = xasprintf("%s: %s", j.verdict.why, f->detail);
+        if (strlen(reason_text) > JOB_REASON_MAX)
+                reason_text[JOB_REASON_MAX] = '\0';
         free(job->avoid_node);
         job->avoid_node = j.avoid ? xstrdup(node->name) : NULL;
         if (j.verdict.action == HEALTH_FAIL) {
                 job->exit_code =
                         f->exit_code >= 0 ? f->exit_code : (f->signal > 0 ? 128 + f->signal : -1);
                 tr_job(t, job, JOB_FAILED, reason_text);
+                free(reason_text);
                 return;
         }
         if (j.verdict.action == HEALTH_RESTART)
@@ -102,6 +106,7 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
         job->restart_at_ms = job->failed_at_ms + j.verdict.backoff_ms;
         schedule_restart_at(&ctl->sched, job->restart_at_ms);
         tr_job(t, job, JOB_RESTARTING, reason_text);
+        free(reason_text);
 }
 
 void jobs_succeeded(Controller *ctl, Job *job) {

@@ -263,7 +263,10 @@ static void test_controller_turns(void) {
         /* Rank 1 crashes: the gang stops, the job restarts, the node is not blamed. */
         rr[1].exited = true;
         rr[1].exit_code = 3;
+        uint64_t before_crash = n1->version;
         sync_ranks(ctl, n1, rr, 2);
+        /* One bump for the rank that left, one for the rank stopped with the gang. */
+        CHECK_INT(n1->version, before_crash + 2);
         CHECK_INT(job->state, JOB_RESTARTING);
         CHECK_INT(job->restarts, 1);
         CHECK_INT(job->ranks[0].state, RANK_KILLED);

@@ -219,7 +219,8 @@ bool tr_rank(Turn *t, Job *job, Rank *r, RankState to) {
                 snprintf(what, sizeof(what), "job %lld rank %d", (long long) job->id, r->rank);
                 return refuse(t, what, rank_state_to_string(r->state), rank_state_to_string(to));
         }
-        bool leaves = rank_desired(r) && to != RANK_ASSIGNED && to != RANK_RUNNING;
+        /* A rank known dead needs no kill, so no confirmation: its node keeps its version. */
+        bool leaves = rank_desired(r) && to != RANK_ASSIGNED && to != RANK_RUNNING && r->alive;
         r->state = to;
         turn_rank_dirty(t, job, r);
         if (!leaves)
@@ -315,8 +316,9 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
                              .node_rank = node_rank_of[ni],
                              .assign_version = node_of[ni]->version,
                              .dirty = true};
-                memcpy(rk->devices, pl->rank_devices + (size_t) r * (size_t) apr,
-                       (size_t) apr * sizeof(int));
+                if (apr > 0)
+                        memcpy(rk->devices, pl->rank_devices + (size_t) r * (size_t) apr,
+                               (size_t) apr * sizeof(int));
                 model_node_hold(node_of[ni], job, rk, 1);
         }
         free(node_rank_of);

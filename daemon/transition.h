@@ -62,7 +62,7 @@ bool tr_node_allowed(NodeState from, NodeState to);
 /* Moves job to state `to`; reason (NULL: keep) becomes its reason. False if illegal. */
 bool tr_job(Turn *t, Job *job, JobState to, const char *reason);
 /*
- * Moves a rank of job's current attempt. A rank that leaves the desired states
+ * Moves a rank of job's current attempt. An alive rank that leaves the desired states
  * (assigned, running) leaves its node's desired set: the node's version grows and the
  * rank stays alive until its agent confirms it gone.
  */

@@ -128,6 +128,8 @@ typedef enum HealthScope {
         HEALTH_SCOPE_NODE, /* the node, and every live attempt with a rank there */
 } HealthScope;
 
+#define HEALTH_DETAIL_MAX 4200
+
 typedef struct HealthFinding {
         EndReason reason; /* how the attempts it ends end */
         FailureClass cls;
@@ -136,7 +138,7 @@ typedef struct HealthFinding {
         bool ranks_gone; /* HEALTH_SCOPE_NODE: the node's ranks are dead (fenced, rebooted) */
         int exit_code; /* -1: none */
         int signal; /* 0: none */
-        char detail[200];
+        char detail[HEALTH_DETAIL_MAX]; /* holds a node's whole health reason */
 } HealthFinding;
 
 typedef struct HealthDetector {
