@@ -63,7 +63,8 @@ AXAGENT = _binary("AXAGENT", "agents/axagent")
 AXCTL = _binary("AXCTL", "cli/axctl")
 AXWORK = _binary("AXWORK", "tests/axwork", "tests/workload/axwork")
 TOPOLOGIES_DIR = os.environ.get("TOPOLOGIES_DIR", os.path.join(SOURCE_ROOT, "tests", "topologies"))
-SHARED_TOPOLOGIES_DIR = os.environ.get("SHARED_TOPOLOGIES_DIR", "/work/shared/topologies")
+SHARED_TOPOLOGIES_DIR = os.environ.get(
+    "SHARED_TOPOLOGIES_DIR", os.path.join(SOURCE_ROOT, "tests", "topologies", "hwloc"))
 
 # Scales every deadline, for slow or loaded machines.
 TIME_SCALE = float(os.environ.get("AXTEST_TIME_SCALE", "1"))

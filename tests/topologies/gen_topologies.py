@@ -3,7 +3,7 @@
 """Writes the synthetic hwloc v2 topologies used by the accelerator backend tests.
 
 There are no public hwloc exports of Google TPU or AWS Trainium hosts, and the real
-NVIDIA exports (../../../shared/topologies) predate the H100, so these are built by
+NVIDIA exports (hwloc/) predate the H100, so these are built by
 hand in the shape of those real exports: a Machine with one Package per socket, each
 holding its NUMANode, a few cores, and its PCI trees (host bridge -> root port ->
 switch upstream port -> downstream ports -> devices), as `lstopo --of xml` writes them.
