@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tiny helpers shared by the agent's unit tests: a CHECK that reports the failing
- * expression and exits 1, and scratch directories under $TMPDIR.
+ * Tiny helpers shared by the agent's unit tests, on top of the project's checks
+ * (tests/unit/check.h): a scratch directory, a small file.
  */
 #pragma once
 
@@ -9,28 +9,15 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "../tests/unit/check.h"
 #include "util.h"
-
-#define CHECK(expr)                                                                              \
-        do {                                                                                     \
-                if (!(expr)) {                                                                   \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #expr); \
-                        exit(1);                                                                 \
-                }                                                                                \
-        } while (0)
 
 /* meson's code for a skipped test. */
 #define TEST_SKIP 77
 
 /* A fresh scratch directory (malloc'd path). */
 static inline char *test_tmpdir(void) {
-        const char *base = getenv("TMPDIR");
-        char *path = xasprintf("%s/axagent-test-XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(path)) {
-                perror("mkdtemp");
-                exit(1);
-        }
-        return path;
+        return check_tmpdir("axagent-test");
 }
 
 /* Writes a small file, creating it; exits on failure. */

@@ -7,6 +7,7 @@
  * and the pagination of list --all. The real controller is covered by
  * tests/integration; this keeps the client honest without one.
  */
+#include "../tests/unit/check.h"
 #include "cli.h"
 
 #include <arpa/inet.h>
@@ -480,8 +481,7 @@ static void test_auth(void) {
 }
 
 static void test_config(void) {
-        char dir[] = "/tmp/axctl-cfg-XXXXXX";
-        assert(mkdtemp(dir));
+        _cleanup_free_ char *dir = check_tmpdir("axctl-cfg");
         _cleanup_free_ char *path = xasprintf("%s/config", dir);
         _cleanup_free_ char *url = xasprintf("http://127.0.0.1:%d", fake.port);
         setenv("AXCTL_CONFIG", path, 1);

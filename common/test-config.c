@@ -193,8 +193,7 @@ static void test_apply(void) {
 }
 
 static void test_load(void) {
-        char dir[] = "/tmp/axctl-test-config-XXXXXX";
-        CHECK(mkdtemp(dir));
+        _cleanup_free_ char *dir = check_tmpdir("axctl-test-config");
         _cleanup_free_ char *path = xasprintf("%s/axctld.conf", dir);
         _cleanup_free_ char *missing = xasprintf("%s/nothere.conf", dir);
         const char *text = "lease_ms = 1234\n";
@@ -299,8 +298,7 @@ static int args_run(Settings *s, const char *default_path, char **ret_error, con
 }
 
 static void test_args(void) {
-        char dir[] = "/tmp/axctl-test-args-XXXXXX";
-        CHECK(mkdtemp(dir));
+        _cleanup_free_ char *dir = check_tmpdir("axctl-test-args");
         _cleanup_free_ char *path = xasprintf("%s/d.conf", dir);
         _cleanup_free_ char *bad = xasprintf("%s/bad.conf", dir);
         _cleanup_free_ char *missing = xasprintf("%s/nothere.conf", dir);

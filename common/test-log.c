@@ -47,8 +47,7 @@ static char *entry_field(const char *buf, size_t len, const char *key) {
 }
 
 static void test_journal(void) {
-        char dir[] = "/tmp/axctl-test-log-XXXXXX";
-        CHECK(mkdtemp(dir));
+        _cleanup_free_ char *dir = check_tmpdir("axctl-test-log");
         _cleanup_free_ char *path = xasprintf("%s/journal.sock", dir);
         int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         CHECK(fd >= 0);

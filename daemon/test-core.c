@@ -14,7 +14,7 @@
 #include "controller-internal.h"
 #include "util.h"
 
-static char tmpdir[] = "/tmp/axctl-test-core-XXXXXX";
+static char *tmpdir; /* this run's scratch directory */
 
 static void test_tables(void) {
         /* The lifecycle of DESIGN.md §4. */
@@ -363,14 +363,13 @@ static void test_failed_turn(void) {
 }
 
 int main(void) {
-        CHECK(mkdtemp(tmpdir) != NULL);
+        tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
         test_turn();
         test_controller_turns();
         test_failed_turn();
-        char cmd[300];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-        CHECK(system(cmd) == 0);
+        CHECK_INT(util_rm_rf(tmpdir), 0);
+        free(tmpdir);
         printf("core: ok\n");
         return 0;
 }

@@ -37,8 +37,7 @@ static int check_rank(void *ud, const StoreRank *r) {
 }
 
 int main(void) {
-        char dir[] = "/tmp/axctl-store-XXXXXX";
-        CHECK(mkdtemp(dir));
+        _cleanup_free_ char *dir = check_tmpdir("axctl-store");
         _cleanup_free_ char *path = xasprintf("%s/state.db", dir);
         Store *s = NULL;
         CHECK_INT(store_open(path, &s), 0);

@@ -9,6 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A fresh scratch directory under $TMPDIR (else /tmp), its name starting with what:
+ * a malloc'd path. Exits on failure. */
+static inline char *check_tmpdir(const char *what) {
+        const char *base = getenv("TMPDIR");
+        if (!base || !*base)
+                base = "/tmp";
+        size_t size = strlen(base) + strlen(what) + 16;
+        char *path = malloc(size);
+        if (!path || snprintf(path, size, "%s/%s-XXXXXX", base, what) >= (int) size ||
+            !mkdtemp(path)) {
+                perror("scratch directory");
+                exit(1);
+        }
+        return path;
+}
+
 #define CHECK(cond)                                                                              \
         do {                                                                                     \
                 if (!(cond)) {                                                                   \
