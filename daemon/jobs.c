@@ -214,7 +214,6 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
         *job = (Job){.id = ctl->model.next_job_id,
                      .spec = spec,
                      .spec_text = text,
-                     .state = JOB_PENDING,
                      .reason = xstrdup(""),
                      .exit_code = -1,
                      .created_ms = util_wall_ms(),
@@ -223,12 +222,11 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
                      .idempotency_key = idempotency_key ? xstrdup(idempotency_key) : NULL,
                      .wait = SCHED_WAIT_CAPACITY};
         job->queued_ms = job->created_ms;
+        tr_job_created(&ctl->turn, job);
         model_job_add(&ctl->model, job);
-        turn_job_dirty(&ctl->turn, job);
         turn_event(&ctl->turn, job->id, NULL, "job_submitted", "%s by %s in %s: %d ranks",
                    spec->name, spec->user, spec->project, spec->ranks);
         schedule_job_added(&ctl->sched, job);
-        ctl->turn.effects |= TURN_SCHEDULE;
         *ret_job = job;
         *ret_created = true;
         return 0;

@@ -94,10 +94,10 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         if (fresh) {
                 node = xcalloc(1, sizeof(Node));
                 node->name = xstrdup(msg->node);
-                node->state = NODE_READY;
                 node->reason = xstrdup("");
                 node->labels = json_object();
                 node->version = (uint64_t) util_wall_ms() * 1000;
+                tr_node_created(t, node);
                 model_node_add(&ctl->model, node);
         }
         HealthSeen seen = {.kind = HEALTH_SEEN_REGISTER,

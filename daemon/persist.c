@@ -2,8 +2,8 @@
 /*
  * Mapping between the controller's model and the store; see persist.h. Liveness (last
  * sync, desired-state versions) is not stored; after a restart every node gets a fresh
- * lease to reconnect in, so running ranks are not disturbed. Loading builds the model
- * as stored, without transitions: the stored states were checked when they were made.
+ * lease to reconnect in, so running ranks are not disturbed. Loaded states are set
+ * through transition.c's restore functions, like every other state.
  */
 #include <errno.h>
 #include <string.h>
@@ -150,9 +150,7 @@ static int load_job(void *ud, const StoreJob *sj) {
         job->id = sj->id;
         job->spec = spec;
         job->spec_text = xstrdup(sj->spec);
-        job->state = job_state_from_string(sj->state);
-        if (job->state == _JOB_STATE_INVALID)
-                job->state = JOB_FAILED;
+        tr_job_restore(job, sj->state);
         job->attempt = sj->attempt;
         job->restarts = sj->restarts;
         job->reason = xstrdup(sj->reason ? sj->reason : "");
@@ -186,11 +184,10 @@ static int load_attempt(void *ud, const StoreAttempt *sa) {
                 .resume_path = sa->resume_path ? xstrdup(sa->resume_path) : NULL,
                 .started_ms = sa->started_ms,
                 .ended_ms = from_opt(sa->ended_ms, 0),
-                .end_reason = sa->end_reason ? end_reason_from_string(sa->end_reason)
-                                             : _END_REASON_INVALID,
                 .blamed_node = sa->blamed_node ? xstrdup(sa->blamed_node) : NULL,
                 .detail = sa->detail ? xstrdup(sa->detail) : NULL,
         };
+        tr_attempt_restore(&job->attempts[job->n_attempts - 1], sa->end_reason);
         return 0;
 }
 
@@ -211,7 +208,6 @@ static int load_rank(void *ud, const StoreRank *sr) {
                     .attempt = sr->attempt,
                     .node_name = xstrdup(sr->node),
                     .n_devices = (int) json_array_size(devs),
-                    .state = rank_state_from_string(sr->state),
                     .alive = sr->alive,
                     .pid = (int) from_opt(sr->pid, 0),
                     .exit_code = (int) from_opt(sr->exit_code, -1),
@@ -223,8 +219,7 @@ static int load_rank(void *ud, const StoreRank *sr) {
         for (int i = 0; i < r->n_devices; i++)
                 r->devices[i] = (int) json_integer_value(json_array_get(devs, (size_t) i));
         json_decref(devs);
-        if (r->state == _RANK_STATE_INVALID)
-                r->state = RANK_LOST;
+        tr_rank_restore(r, sr->state);
         if (r->alive)
                 model_active_add(m, job);
         return 0;
@@ -247,9 +242,7 @@ static int load_node(void *ud, const StoreNode *sn) {
         json_t *inv = json_loads(sn->inventory, 0, &jerr);
         model_node_set_inventory(node, inv);
         json_decref(inv);
-        node->state = node_state_from_string(sn->state);
-        if (node->state == _NODE_STATE_INVALID)
-                node->state = NODE_DOWN;
+        tr_node_restore(node, sn->state);
         node->reason = xstrdup(sn->reason ? sn->reason : "");
         node->last_seen_ms = from_opt(sn->last_seen_ms, 0);
         json_t *blames = json_loads(sn->blame_times, 0, &jerr);

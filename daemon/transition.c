@@ -174,6 +174,41 @@ static void set_text(char **slot, const char *text) {
         *slot = copy;
 }
 
+void tr_job_created(Turn *t, Job *job) {
+        job->state = JOB_PENDING;
+        turn_job_dirty(t, job);
+        t->effects |= TURN_SCHEDULE;
+}
+
+void tr_node_created(Turn *t, Node *node) {
+        node->state = NODE_READY;
+        turn_node_dirty(t, node);
+        t->effects |= TURN_SCHEDULE | TURN_SCHEDULE_FULL;
+}
+
+void tr_job_restore(Job *job, const char *stored) {
+        job->state = job_state_from_string(stored);
+        if (job->state == _JOB_STATE_INVALID)
+                job->state = JOB_FAILED;
+}
+
+void tr_rank_restore(Rank *r, const char *stored) {
+        r->state = rank_state_from_string(stored);
+        if (r->state == _RANK_STATE_INVALID)
+                r->state = RANK_LOST;
+}
+
+void tr_node_restore(Node *node, const char *stored) {
+        node->state = node_state_from_string(stored);
+        if (node->state == _NODE_STATE_INVALID)
+                node->state = NODE_DOWN;
+}
+
+void tr_attempt_restore(Attempt *a, const char *stored_end_reason) {
+        a->end_reason =
+                stored_end_reason ? end_reason_from_string(stored_end_reason) : _END_REASON_INVALID;
+}
+
 bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
         if (!tr_job_allowed(job->state, to)) {
                 char what[48];

@@ -54,6 +54,19 @@ void turn_event(Turn *t, int64_t job, const char *node, const char *kind, const 
 /* Returns the effects among mask and clears them. */
 unsigned turn_take_effects(Turn *t, unsigned mask);
 
+/* A job enters the model pending, a node ready: their first states, marked dirty. */
+void tr_job_created(Turn *t, Job *job);
+void tr_node_created(Turn *t, Node *node);
+/*
+ * The states read back from the store at start-up (they were checked when they were
+ * made). A name this version does not know reads as the safe state: a job failed, a
+ * rank lost, a node down, an attempt still open.
+ */
+void tr_job_restore(Job *job, const char *stored);
+void tr_rank_restore(Rank *r, const char *stored);
+void tr_node_restore(Node *node, const char *stored);
+void tr_attempt_restore(Attempt *a, const char *stored_end_reason);
+
 /* The tables: whether a state may follow another (the same state always may). */
 bool tr_job_allowed(JobState from, JobState to);
 bool tr_rank_allowed(RankState from, RankState to);

@@ -1,16 +1,24 @@
 # SPDX-License-Identifier: MIT
-"""Checks the shape of the tree (issue 10): no source file over 1,500 lines, and no
-cycle among the C files of the programs, where a file depends on another when it calls
-a function or uses a variable that the other defines (read from the built objects with
-nm). Usage: structure.py SOURCE_ROOT BUILD_ROOT"""
+"""Checks the shape of the tree (issue 10): no source file over 1,500 lines; no cycle
+among the C files of the programs, where a file depends on another when it calls a
+function or uses a variable that the other defines (read from the built objects with
+nm); and no state of a job, attempt, rank or node written in the controller or the API
+but by daemon/transition.c. Usage: structure.py SOURCE_ROOT BUILD_ROOT"""
 
 import collections
 import glob
 import os
+import re
 import subprocess
 import sys
 
 MAX_LINES = 1500
+# An assignment to a model object's state (a struct field or a designated initializer);
+# store records take names (`_to_string(`) and are not states. In daemon/, also a state
+# parsed from its name (api/ parses them for list filters).
+STATE_WRITE = re.compile(r"(->|\.)(state|end_reason)\s*=[^=]")
+STATE_PARSE = re.compile(r"\b(job_state|rank_state|node_state|end_reason)_from_string\(")
+STATE_WRITER = "daemon/transition.c"
 
 
 def main():
@@ -23,6 +31,14 @@ def main():
             n = sum(1 for _ in fh)
         if n > MAX_LINES:
             failures.append("%s has %d lines (at most %d)" % (f, n, MAX_LINES))
+        if (f.split("/")[0] in ("daemon", "api") and f.endswith(".c") and f != STATE_WRITER
+                and not os.path.basename(f).startswith("test-")):
+            with open(os.path.join(source, f), errors="replace") as fh:
+                for i, line in enumerate(fh, 1):
+                    parsed = f.startswith("daemon/") and STATE_PARSE.search(line)
+                    if (STATE_WRITE.search(line) and "_to_string(" not in line) or parsed:
+                        failures.append("%s:%d writes a state outside %s: %s"
+                                        % (f, i, STATE_WRITER, line.strip()))
 
     defined, used = {}, {}
     for obj in glob.glob(os.path.join(build, "**", "*.c.o"), recursive=True):
