@@ -362,12 +362,126 @@ static void test_failed_turn(void) {
         ctl_free(ctl);
 }
 
+/*
+ * A compromised node with its own agent token speaks only for itself: reports about
+ * another node's ranks, other attempts, ranks that do not exist, checkpoints of jobs it
+ * runs nothing of, repeated or contradictory exits change nothing they must not, and
+ * drive no illegal transition (strict: one would abort this test). A quarantined node
+ * cannot report its way out.
+ */
+static void test_hostile_node(void) {
+        Controller *ctl = controller("hostile");
+        Node *n1 = node_register(ctl, "n1");
+        Node *n2 = node_register(ctl, "n2");
+        CHECK(ctl_end_turn(ctl) == 0);
+        Job *job = submit(ctl, "carol", 1);
+        usleep(6000);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(job->state, JOB_STARTING);
+        Node *home = model_node_find(&ctl->model, job->ranks[0].node_name);
+        Node *other = home == n1 ? n2 : n1;
+        WireRankReport run = {
+                .job = job->id, .attempt = 1, .rank = 0, .pid = 7, .exit_code = -1, .step = -1};
+        sync_ranks(ctl, home, &run, 1);
+        CHECK_INT(job->state, JOB_RUNNING);
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        /* The other node claims the rank exited, hung, or that other ranks exist. */
+        WireRankReport lies[] = {
+                {.job = job->id, .attempt = 1, .rank = 0, .exited = true, .exit_code = 1},
+                {.job = job->id, .attempt = 1, .rank = 0, .hung = true, .exit_code = -1},
+                {.job = job->id, .attempt = 1, .rank = 5, .exited = true, .exit_code = 1},
+                {.job = job->id, .attempt = 1, .rank = -1, .exited = true, .exit_code = 1},
+                {.job = job->id, .attempt = 9, .rank = 0, .exited = true, .exit_code = 1},
+                {.job = 999, .attempt = 1, .rank = 0, .exited = true, .exit_code = 1},
+        };
+        WireCheckpoint ckpt = {.job = job->id, .attempt = 1, .step = 50, .path = "/evil/step_50"};
+        WireSync msg = {.node = other->name,
+                        .boot_id = "boot-1",
+                        .agent_id = "agent-1",
+                        .ranks = lies,
+                        .n_ranks = 6,
+                        .checkpoints = &ckpt,
+                        .n_checkpoints = 1,
+                        .healthy = true,
+                        .health_reason = ""};
+        Node *ret = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_sync(ctl, &msg, other->version, &ret, &err) == 0);
+        CHECK_INT(job->state, JOB_RUNNING);
+        CHECK_INT(job->ranks[0].state, RANK_RUNNING);
+        CHECK_INT(job->ckpt_step, -1);
+        /* Its own node: ranks that do not exist and stale attempts are ignored too. */
+        msg.node = home->name;
+        msg.n_checkpoints = 0;
+        WireRankReport own_lies[] = {run, lies[2], lies[3], lies[4], lies[5]};
+        msg.ranks = own_lies;
+        msg.n_ranks = 5;
+        CHECK(ctl_node_sync(ctl, &msg, home->version, &ret, &err) == 0);
+        CHECK_INT(job->state, JOB_RUNNING);
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        /* Its rank exits, then it says it exited again, and that it runs again. */
+        WireRankReport exit1 = run;
+        exit1.exited = true;
+        exit1.exit_code = 4;
+        sync_ranks(ctl, home, &exit1, 1);
+        CHECK_INT(job->state, JOB_RESTARTING);
+        int restarts = job->restarts;
+        sync_ranks(ctl, home, &exit1, 1);
+        sync_ranks(ctl, home, &run, 1);
+        CHECK_INT(job->state, JOB_RESTARTING);
+        CHECK_INT(job->restarts, restarts);
+        CHECK_INT(job->ranks[0].state, RANK_FAILED);
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        /* Quarantined, it reports itself sick, then well: it stays out until an
+         * operator returns it. */
+        tr_node(&ctl->turn, other, NODE_QUARANTINED, "blamed (test)");
+        WireSync sick = {.node = other->name,
+                         .boot_id = "boot-1",
+                         .agent_id = "agent-1",
+                         .healthy = false,
+                         .health_reason = "sick"};
+        CHECK(ctl_node_sync(ctl, &sick, other->version, &ret, &err) == 0);
+        CHECK_INT(other->state, NODE_QUARANTINED);
+        sick.healthy = true;
+        sick.health_reason = "";
+        CHECK(ctl_node_sync(ctl, &sick, other->version, &ret, &err) == 0);
+        CHECK_INT(other->state, NODE_QUARANTINED);
+        CHECK(ctl_node_undrain(ctl, other->name, &ret, &err) == 0);
+        CHECK_INT(other->state, NODE_READY);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(ctl->turn.n_illegal, 0);
+        ctl_free(ctl);
+}
+
+/* A controller killed mid-turn (its transaction open, not committed) comes back with
+ * what was committed before and nothing of the turn it was in. */
+static void test_killed_mid_turn(void) {
+        Controller *ctl = controller("killed");
+        node_register(ctl, "n1");
+        Job *kept = submit(ctl, "dave", 1);
+        CHECK(ctl_end_turn(ctl) == 0);
+        int64_t kept_id = kept->id;
+        submit(ctl, "dave", 1);
+        CHECK(ctl_turn_has_writes(ctl));
+        ctl_free(ctl); /* no commit: as if killed here */
+        ctl = controller("killed");
+        CHECK(ctl_job_find(ctl, kept_id) != NULL);
+        CHECK(ctl_job_find(ctl, kept_id + 1) == NULL);
+        CHECK(ctl_node_find(ctl, "n1") != NULL);
+        ctl_free(ctl);
+}
+
 int main(void) {
         tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
         test_turn();
         test_controller_turns();
         test_failed_turn();
+        test_hostile_node();
+        test_killed_mid_turn();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);
         printf("core: ok\n");
