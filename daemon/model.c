@@ -2,6 +2,7 @@
 /* The in-memory model's lifecycle and indexes; see model.h. */
 #include "model.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonutil.h"
@@ -100,6 +101,20 @@ void model_node_hold(Node *node, Job *job, const Rank *r, int delta) {
         for (int d = 0; d < r->n_devices; d++)
                 if (r->devices[d] >= 0 && r->devices[d] < node->n_devices)
                         node->device_used[r->devices[d]] += delta;
+}
+
+static int job_id_cmp(const void *a, const void *b) {
+        const Job *x = *(Job *const *) a, *y = *(Job *const *) b;
+        return x->id < y->id ? -1 : x->id > y->id;
+}
+
+Job **model_node_jobs(const Node *node, int *ret_n) {
+        Job **jobs = xcalloc((size_t) node->n_jobs + 1, sizeof(Job *));
+        for (int j = 0; j < node->n_jobs; j++)
+                jobs[j] = node->jobs[j].job;
+        qsort(jobs, (size_t) node->n_jobs, sizeof(Job *), job_id_cmp);
+        *ret_n = node->n_jobs;
+        return jobs;
 }
 
 void model_node_recount(Model *m, Node *node) {

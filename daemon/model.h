@@ -165,6 +165,9 @@ void model_node_add(Model *m, Node *node);
 
 /* Adds (delta 1) or takes back (delta -1) what rank r of job holds on node. */
 void model_node_hold(Node *node, Job *job, const Rank *r, int delta);
+/* The jobs with alive ranks on node, in id order: a malloc'd copy (*ret_n of them),
+ * since marking ranks gone edits the node's own list. */
+Job **model_node_jobs(const Node *node, int *ret_n);
 /* Recomputes a node's usage from the alive ranks (after load or a new inventory). */
 void model_node_recount(Model *m, Node *node);
 void model_node_set_inventory(Node *node, json_t *inventory);

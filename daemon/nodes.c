@@ -41,9 +41,11 @@ static void node_finding(Controller *ctl, Node *node, const HealthFinding *f) {
                 /* A quarantined node stays so until an operator says otherwise, but what
                  * runs there still ends. */
         }
-        Model *m = &ctl->model;
-        for (int j = 0; j < m->n_active; j++) {
-                Job *job = m->active[j];
+        /* Every rank that may still run there is alive, so the node's jobs hold them. */
+        int n_jobs;
+        Job **jobs = model_node_jobs(node, &n_jobs);
+        for (int j = 0; j < n_jobs; j++) {
+                Job *job = jobs[j];
                 bool hit = false;
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *r = &job->ranks[k];
@@ -59,6 +61,7 @@ static void node_finding(Controller *ctl, Node *node, const HealthFinding *f) {
                 if (hit)
                         jobs_attempt_failed(ctl, job, node, f);
         }
+        free(jobs);
         t->effects |= TURN_SCHEDULE | TURN_SCHEDULE_FULL;
 }
 
@@ -264,11 +267,8 @@ static void checkpoint_report(Controller *ctl, Node *node, const WireCheckpoint 
 static void ranks_missing(Controller *ctl, Node *node, const WireSync *msg,
                           uint64_t applied_version) {
         Turn *t = &ctl->turn;
-        /* Iterate a copy of the node's job list: marking ranks gone edits it. */
-        int n_node_jobs = node->n_jobs;
-        Job **node_jobs = xcalloc((size_t) n_node_jobs + 1, sizeof(Job *));
-        for (int j = 0; j < n_node_jobs; j++)
-                node_jobs[j] = node->jobs[j].job;
+        int n_node_jobs;
+        Job **node_jobs = model_node_jobs(node, &n_node_jobs);
         for (int j = 0; j < n_node_jobs; j++) {
                 Job *job = node_jobs[j];
                 for (int k = 0; k < job->n_ranks; k++) {
@@ -388,19 +388,12 @@ int ctl_node_undrain(Controller *ctl, const char *name, Node **ret_node, CtlErro
         return 0;
 }
 
-static int job_id_cmp(const void *a, const void *b) {
-        const Job *x = *(Job *const *) a, *y = *(Job *const *) b;
-        return x->id < y->id ? -1 : x->id > y->id;
-}
-
 void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void *userdata) {
-        /* Desired ranks are alive, so the node's job list holds all of them. Ordered by
-         * job id for stable answers. */
-        Job **jobs = xcalloc((size_t) node->n_jobs + 1, sizeof(Job *));
-        for (int j = 0; j < node->n_jobs; j++)
-                jobs[j] = node->jobs[j].job;
-        qsort(jobs, (size_t) node->n_jobs, sizeof(Job *), job_id_cmp);
-        for (int j = 0; j < node->n_jobs; j++) {
+        /* Desired ranks are alive, so the node's job list holds all of them; in id order
+         * for stable answers. */
+        int n_jobs;
+        Job **jobs = model_node_jobs(node, &n_jobs);
+        for (int j = 0; j < n_jobs; j++) {
                 Job *job = jobs[j];
                 if (!job_attempt_live(job))
                         continue;
