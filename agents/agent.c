@@ -92,6 +92,7 @@ struct Agent {
         AgentHealthCmd *healthcmd;
         char *cmd_reason; /* the health command's verdict, NULL when healthy */
         char *probe_reason; /* the backends' verdict, NULL when healthy */
+        char *state_reason; /* why the state dir could not take a rank; NULL when it can */
         AgentHealth health;
         AgentCheckpoint *ckpts;
         size_t n_ckpts;
@@ -102,6 +103,9 @@ struct Agent {
         int sigfd;
         bool quit;
 };
+
+static void agent_health_probe(Agent *a);
+static void agent_health_combine(Agent *a);
 
 /* True for a URL whose traffic others cannot read: https, or plain HTTP on loopback. */
 static bool agent_url_private(const char *url) {
@@ -301,6 +305,7 @@ Agent *agent_free(Agent *a) {
         free(a->ckpts);
         free(a->cmd_reason);
         free(a->probe_reason);
+        free(a->state_reason);
         free(a->health.reason);
         if (a->sigfd >= 0)
                 close(a->sigfd);
@@ -473,6 +478,8 @@ static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
                 .run_as = error ? NULL : &user,
                 .checkpoint_dir = d->checkpoint_dir,
                 .hang_timeout_s = d->hang_timeout_s,
+                .hang_signal = d->hang_signal,
+                .hang_signal_grace_s = d->hang_signal_grace_s,
                 .error = error,
                 .error_exit = error_exit,
         };
@@ -486,7 +493,15 @@ static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
                           d->key.attempt, d->key.rank, strerror(-k));
                 return;
         }
-        if (r->state == AGENT_RANK_EXITED)
+        if (r->node_error) {
+                /* The node, not the job: say so in its health until a write works again. */
+                free(a->state_reason);
+                a->state_reason = xasprintf("cannot write rank state under %s: %s",
+                                            a->cfg.state_dir, strerror(-r->node_error));
+                log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s", d->key.job,
+                          d->key.attempt, d->key.rank, a->state_reason);
+                agent_health_combine(a);
+        } else if (r->state == AGENT_RANK_EXITED)
                 log_warning("Rank %" PRId64 "/%" PRId64 "/%" PRId64 " failed to start: %s",
                             d->key.job, d->key.attempt, d->key.rank, error ? error : "see its log");
         else
@@ -677,6 +692,16 @@ static bool agent_rank_check_exit(Agent *a, Rank *r) {
         /* The restart resumes from the newest checkpoint the controller knows: report
          * one the rank may have committed just before it died along with its exit. */
         agent_scan_checkpoints(a);
+        if ((r->exit.signaled || r->exit.code != 0) && !r->exit.start_failed && !r->stopping) {
+                /* Evidence for the verdict, in the same sync as the exit: the log's tail
+                 * for failure rules, and the devices' health now, so a GPU that failed
+                 * under the rank (an XID, ECC errors) ends the attempt as the node's
+                 * fault instead of waiting for the next periodic probe. */
+                free(r->log_tail);
+                r->log_tail = rank_table_log_tail(a->ranks, r->key);
+                agent_health_probe(a);
+                agent_health_combine(a);
+        }
         a->dirty = true;
         return true;
 }
@@ -718,6 +743,37 @@ static bool agent_scan_checkpoints(Agent *a) {
 }
 
 /*
+ * Whether r hangs, as reported to the controller. With a hang_signal, a hang seen first
+ * sends it (a stack dump into the rank's log) and is reported only after the grace, so
+ * the stacks are there when the controller stops the attempt; progress meanwhile clears
+ * it.
+ */
+static bool agent_rank_hung(Agent *a, Rank *r, int64_t boot) {
+        bool hung = agent_progress_hung(&r->progress, r->hang_timeout_s, boot);
+        if (!hung || r->hang_signal <= 0) {
+                r->hang_signalled_ms = 0;
+                return hung;
+        }
+        if (r->hang_signalled_ms == 0) {
+                log_warning("Rank %" PRId64 "/%" PRId64 "/%" PRId64 " made no progress for %" PRId64
+                            " s: sending %s, reporting the hang "
+                            "in %" PRId64 " s",
+                            r->key.job, r->key.attempt, r->key.rank, r->hang_timeout_s,
+                            strsignal(r->hang_signal), r->hang_signal_grace_s);
+                rank_signal(r, r->hang_signal);
+                r->hang_signalled_ms = boot;
+        }
+        int64_t report_at = r->hang_signalled_ms + r->hang_signal_grace_s * 1000;
+        if (boot >= report_at)
+                return true;
+        /* Look again when the grace ends, not a whole period later. */
+        int64_t at = util_now_ms() + (report_at - boot);
+        if (at < a->next_scan_ms)
+                a->next_scan_ms = at;
+        return false;
+}
+
+/*
  * Reads progress files and looks for exits missed. Returns true for news that cannot
  * wait for the next periodic sync (an exit, a hang); new steps simply ride along with
  * that sync, which comes at least once per period anyway.
@@ -737,7 +793,7 @@ static bool agent_scan_ranks(Agent *a) {
                 char content[AGENT_PROGRESS_MAX + 1];
                 if (agent_progress_read(path, content, sizeof(content)) == 0)
                         agent_progress_update(&r->progress, content, boot);
-                bool hung = agent_progress_hung(&r->progress, r->hang_timeout_s, boot);
+                bool hung = agent_rank_hung(a, r, boot);
                 if (hung != r->hung) {
                         if (hung)
                                 log_warning("Rank %" PRId64 "/%" PRId64 "/%" PRId64
@@ -767,17 +823,39 @@ static void agent_health_update(Agent *a, bool healthy, char *reason) {
 
 /* The node's health: both verdicts, joined, within the size the controller takes. */
 static void agent_health_combine(Agent *a) {
+        const char *parts[] = {a->state_reason, a->cmd_reason, a->probe_reason};
+        char *joined = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+                if (!parts[i])
+                        continue;
+                char *next =
+                        xasprintf("%s%s%s", joined ? joined : "", joined ? "; " : "", parts[i]);
+                free(joined);
+                joined = next;
+        }
         char *reason = NULL;
-        if (a->cmd_reason || a->probe_reason) {
-                char *joined = xasprintf("%s%s%s", a->cmd_reason ? a->cmd_reason : "",
-                                         a->cmd_reason && a->probe_reason ? "; " : "",
-                                         a->probe_reason ? a->probe_reason : "");
+        if (joined) {
                 reason = agent_health_reason_trim(joined, strlen(joined));
                 free(joined);
                 if (!reason)
                         reason = xstrdup("unhealthy");
         }
         agent_health_update(a, reason == NULL, reason);
+}
+
+/* After a rank could not be laid out: healthy again once the state dir takes a write. */
+static void agent_state_dir_probe(Agent *a) {
+        if (!a->state_reason)
+                return;
+        _cleanup_free_ char *path = xasprintf("%s/.write-probe", a->cfg.state_dir);
+        char page[4096] = {0};
+        if (util_write_file_atomic(path, page, sizeof(page)) < 0)
+                return;
+        unlink(path);
+        log_info("State dir %s takes writes again", a->cfg.state_dir);
+        free(a->state_reason);
+        a->state_reason = NULL;
+        agent_health_combine(a);
 }
 
 /* Asks every backend about its devices (none is fine: a backend then says healthy). */
@@ -821,6 +899,7 @@ static void agent_health_tick(Agent *a, int64_t now) {
         }
         agent_health_probe(a);
         agent_health_combine(a);
+        agent_state_dir_probe(a);
 }
 
 static void agent_healthcmd_poll(Agent *a, int64_t now) {

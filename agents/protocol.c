@@ -41,6 +41,8 @@ static WireRankReport proto_rank_report(Rank *r, uint64_t request_id) {
                 .step = r->progress.has_step ? r->progress.step : -1,
                 .hung = !exited && r->hung,
                 .start_failed = exited && r->exit.start_failed,
+                .node_fault = exited && r->exit.start_failed && r->node_error != 0,
+                .log_tail = exited ? r->log_tail : NULL,
         };
 }
 

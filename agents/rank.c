@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "failrules.h"
 #include "util.h"
 
 struct RankTable {
@@ -105,6 +106,7 @@ static Rank *rank_free(Rank *r) {
                 close(r->pidfd);
         free(r->dir);
         free(r->checkpoint_dir);
+        free(r->log_tail);
         free(r);
         return NULL;
 }
@@ -225,6 +227,8 @@ static int rank_write_desired(const char *dir, const RankLaunch *l, const char *
         if (!o)
                 return -EINVAL;
         json_object_set_new(o, "started_at_boot_ms", json_integer(started_boot_ms));
+        json_object_set_new(o, "hang_signal", json_integer(l->hang_signal));
+        json_object_set_new(o, "hang_signal_grace_s", json_integer(l->hang_signal_grace_s));
         _cleanup_free_ char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(o);
         if (!text)
@@ -252,11 +256,10 @@ static int rank_log_header(const char *log_path, char *const *envp, const char *
         return fclose(f) < 0 ? -errno : 0;
 }
 
-int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
-        if (rank_table_find(t, l->key))
-                return -EEXIST;
-
-        _cleanup_free_ char *dir = rank_key_dir(t, l->key);
+/* Lays out the rank's directory, desired.json, progress file and log header: 0, or
+ * -errno when the node cannot write its state (a full disk, a read-only mount). */
+static int rank_prepare(RankTable *t, const RankLaunch *l, const char *dir, const char *error,
+                        int64_t started, int64_t started_boot) {
         _cleanup_free_ char *progress = xasprintf("%s/progress", dir);
         _cleanup_free_ char *log_path = rank_table_log_path(t, l->key);
         /* A directory left by an earlier agent that could not adopt it is stale. */
@@ -264,7 +267,6 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         int r = util_mkdir_p(dir, 0755);
         if (r < 0)
                 return r;
-        int64_t started = util_wall_ms(), started_boot = util_boot_ms();
         r = rank_write_desired(dir, l, t->boot_id, started, started_boot);
         if (r < 0)
                 return r;
@@ -272,18 +274,39 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         if (fd < 0)
                 return -errno;
         close(fd);
+        return rank_log_header(log_path, l->envp, error);
+}
 
+int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
+        if (rank_table_find(t, l->key))
+                return -EEXIST;
+
+        _cleanup_free_ char *dir = rank_key_dir(t, l->key);
+        _cleanup_free_ char *log_path = rank_table_log_path(t, l->key);
+        _cleanup_free_ char *progress = xasprintf("%s/progress", dir);
         const char *error = l->error;
         if (!error && (!l->argv || !l->argv[0]))
                 error = "empty argv";
-        r = rank_log_header(log_path, l->envp, error);
-        if (r < 0)
-                return r;
+        int64_t started = util_wall_ms(), started_boot = util_boot_ms();
+        int r = rank_prepare(t, l, dir, error, started, started_boot);
+        if (r < 0) {
+                /* Nothing of it is on disk to find again: it lives in memory until the
+                 * controller has seen the failure, which is the node's. */
+                (void) util_rm_rf(dir);
+                Rank *failed = rank_table_add(t, l->key, TAKE_PTR(dir));
+                failed->node_error = r;
+                rank_set_exited(failed,
+                                (RankExit){.code = SHIM_EXIT_LAUNCH_FAILED, .start_failed = true});
+                *ret = failed;
+                return 0;
+        }
 
         Rank *rank = rank_table_add(t, l->key, TAKE_PTR(dir));
         rank->checkpoint_dir =
                 l->checkpoint_dir && *l->checkpoint_dir ? xstrdup(l->checkpoint_dir) : NULL;
         rank->hang_timeout_s = l->hang_timeout_s;
+        rank->hang_signal = l->hang_signal;
+        rank->hang_signal_grace_s = l->hang_signal_grace_s;
         rank->started_wall_ms = started;
         rank->started_boot_ms = started_boot;
         rank->state = AGENT_RANK_RUNNING;
@@ -328,7 +351,7 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
 
 /* Signals the rank's process group, and the rank itself in case it left the group: once
  * it ends, its shim kills whatever else it started. */
-static void rank_signal(const Rank *r, int sig) {
+void rank_signal(const Rank *r, int sig) {
         if (r->rank_pid <= 0)
                 return;
         kill(-r->rank_pid, sig);
@@ -401,6 +424,9 @@ static int rank_adopt_one(RankTable *t, const char *name) {
         const char *ckpt = json_string_value(json_object_get(desired, "checkpoint_dir"));
         r->checkpoint_dir = ckpt && *ckpt ? xstrdup(ckpt) : NULL;
         r->hang_timeout_s = json_integer_value(json_object_get(desired, "hang_timeout_s"));
+        r->hang_signal = (int) json_integer_value(json_object_get(desired, "hang_signal"));
+        r->hang_signal_grace_s =
+                json_integer_value(json_object_get(desired, "hang_signal_grace_s"));
         r->started_wall_ms = json_integer_value(json_object_get(desired, "started_at_ms"));
         r->started_boot_ms = json_integer_value(json_object_get(desired, "started_at_boot_ms"));
         bool same_boot =
@@ -465,4 +491,32 @@ int rank_table_adopt(RankTable *t) {
         }
         closedir(d);
         return n;
+}
+
+char *rank_table_log_tail(const RankTable *t, RankKey key) {
+        _cleanup_free_ char *path = rank_table_log_path(t, key);
+        _cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+                return NULL;
+        off_t from = st.st_size > FAILRULES_LOG_TAIL ? st.st_size - FAILRULES_LOG_TAIL : 0;
+        char *buf = xmalloc(FAILRULES_LOG_TAIL + 1);
+        ssize_t n = pread(fd, buf, FAILRULES_LOG_TAIL, from);
+        if (n <= 0) {
+                free(buf);
+                return NULL;
+        }
+        /* Start on a character, then make the rest valid for JSON. */
+        size_t skip = 0;
+        while (from > 0 && skip < (size_t) n && ((unsigned char) buf[skip] & 0xC0) == 0x80)
+                skip++;
+        memmove(buf, buf + skip, (size_t) n - skip);
+        n -= (ssize_t) skip;
+        buf[n] = '\0';
+        util_utf8_sanitize(buf, (size_t) n);
+        if (n == 0) {
+                free(buf);
+                return NULL;
+        }
+        return buf;
 }

@@ -33,6 +33,9 @@ typedef struct Rank {
         char *dir;
         char *checkpoint_dir; /* NULL when the job has none */
         int64_t hang_timeout_s;
+        int hang_signal; /* sent once a hang is seen, before it is reported; 0: none */
+        int64_t hang_signal_grace_s;
+        int64_t hang_signalled_ms; /* CLOCK_BOOTTIME of that signal; 0: not sent */
         int64_t started_wall_ms;
         int64_t started_boot_ms; /* the same moment on CLOCK_BOOTTIME: the hang clock's */
         pid_t shim_pid;
@@ -46,6 +49,8 @@ typedef struct Rank {
         bool stopping; /* SIGTERM sent */
         int64_t kill_deadline_ms; /* monotonic time for SIGKILL after SIGTERM; 0: none */
         uint64_t exit_reported_in; /* sync request that first carried the exit; 0: none */
+        int node_error; /* its start failed for want of the node's state dir: -errno; 0 */
+        char *log_tail; /* a failed rank's last log bytes, for failure rules; NULL: none */
 } Rank;
 
 typedef struct RankTable RankTable;
@@ -63,6 +68,8 @@ typedef struct RankLaunch {
         const RankUser *run_as; /* the account to run as; NULL: the agent's, no switch */
         const char *checkpoint_dir;
         int64_t hang_timeout_s;
+        int hang_signal;
+        int64_t hang_signal_grace_s;
         const char *error;
         int error_exit;
 } RankLaunch;
@@ -98,8 +105,9 @@ bool rank_finished_on_disk(const char *state_dir, RankKey key);
 
 /*
  * Starts a rank (or records its launch failure) and adds it to the table. Returns 0
- * with *ret (owned by the table), -EEXIST when the key is in the table already, or
- * another -errno when not even the state directory could be written.
+ * with *ret (owned by the table), or -EEXIST when the key is in the table already. A
+ * rank whose state directory or log cannot be written is recorded as exited (in memory
+ * only, with node_error set): the node's fault, reported like any start failure.
  */
 int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret);
 
@@ -108,6 +116,13 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret);
  * have passed (see rank_table_tick). Repeated calls do not restart the grace period.
  */
 void rank_kill(Rank *r, int64_t now_ms, int64_t grace_ms);
+
+/* Sends sig to the rank's process group, and to the rank itself if it left the group. */
+void rank_signal(const Rank *r, int sig);
+
+/* The last FAILRULES_LOG_TAIL bytes of the rank's log as valid UTF-8 (malloc'd), NULL
+ * when there is none. */
+char *rank_table_log_tail(const RankTable *t, RankKey key);
 
 /* Sends the SIGKILLs that are due. */
 void rank_table_tick(RankTable *t, int64_t now_ms);

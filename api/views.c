@@ -141,6 +141,8 @@ static void add_desired(void *userdata, Job *job, Rank *rank) {
                 .accelerator = spec->accelerator,
                 .checkpoint_dir = spec->checkpoint_dir,
                 .hang_timeout_s = spec->hang_timeout_s,
+                .hang_signal = spec->hang_signal,
+                .hang_signal_grace_s = spec->hang_signal_grace_s,
         };
 }
 

@@ -3,6 +3,7 @@
 #include "spec.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 #include "util.h"
@@ -24,6 +25,33 @@ Framework framework_from_string(const char *s) {
                 if (s && strcmp(s, framework_names[i]) == 0)
                         return (Framework) i;
         return _FRAMEWORK_INVALID;
+}
+
+/* Signals a program can catch to dump its stacks (Python's faulthandler, a trainer's
+ * own handler): not the ones that stop or kill it outright. */
+static const struct {
+        const char *name;
+        int sig;
+} hang_signals[] = {
+        {"SIGINT", SIGINT},   {"SIGQUIT", SIGQUIT}, {"SIGABRT", SIGABRT},
+        {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},
+};
+
+int spec_hang_signal_from_name(const char *name) {
+        if (!name)
+                return 0;
+        const char *bare = strncmp(name, "SIG", 3) == 0 ? name + 3 : name;
+        for (size_t i = 0; i < ELEMENTSOF(hang_signals); i++)
+                if (strcmp(hang_signals[i].name + 3, bare) == 0)
+                        return hang_signals[i].sig;
+        return 0;
+}
+
+const char *spec_hang_signal_name(int sig) {
+        for (size_t i = 0; i < ELEMENTSOF(hang_signals); i++)
+                if (hang_signals[i].sig == sig)
+                        return hang_signals[i].name;
+        return NULL;
 }
 
 bool spec_exit_code_in(const int *codes, int n, int code) {
@@ -50,6 +78,7 @@ JobSpec *spec_free(JobSpec *spec) {
         json_decref(spec->labels);
         free(spec->same_label);
         json_decref(spec->node_selector);
+        failrules_clear(&spec->failure_rules);
         free(spec);
         return NULL;
 }
@@ -278,24 +307,33 @@ static int env_key_valid(const char *k) {
         return 1;
 }
 
+static int parse_hang_signal(json_t *json, JobSpec *spec, JsonError *err) {
+        const char *name = NULL;
+        int r = json_get_string(json, "hang_signal", "hang_signal", false, 16, &name, err);
+        if (r < 0)
+                return r;
+        if (name && !(spec->hang_signal = spec_hang_signal_from_name(name)))
+                return json_error_set(err, "hang_signal",
+                                      "must be one of SIGINT, SIGQUIT, SIGABRT, SIGUSR1, SIGUSR2");
+        int64_t v = SPEC_DEFAULT_HANG_SIGNAL_GRACE_S;
+        if ((r = json_get_int(json, "hang_signal_grace_s", "hang_signal_grace_s", false, 0,
+                              SPEC_MAX_HANG_SIGNAL_GRACE_S, &v, err)) < 0)
+                return r;
+        spec->hang_signal_grace_s = (int) v;
+        return 0;
+}
+
 static int spec_parse_into(json_t *json, JobSpec *spec, JsonError *err) {
-        static const char *const keys[] = {"name",
-                                           "project",
-                                           "user",
-                                           "priority",
-                                           "command",
-                                           "env",
-                                           "workdir",
-                                           "ranks",
-                                           "ranks_per_node",
-                                           "resources",
-                                           "framework",
-                                           "checkpoint_dir",
-                                           "restart",
-                                           "hang_timeout_s",
-                                           "labels",
-                                           "constraints",
-                                           NULL};
+        static const char *const keys[] = {"name",           "project",
+                                           "user",           "priority",
+                                           "command",        "env",
+                                           "workdir",        "ranks",
+                                           "ranks_per_node", "resources",
+                                           "framework",      "checkpoint_dir",
+                                           "restart",        "hang_timeout_s",
+                                           "hang_signal",    "hang_signal_grace_s",
+                                           "failure_rules",  "labels",
+                                           "constraints",    NULL};
         int r;
         int64_t v;
 
@@ -368,6 +406,12 @@ static int spec_parse_into(json_t *json, JobSpec *spec, JsonError *err) {
                               err)) < 0)
                 return r;
         spec->hang_timeout_s = (int) v;
+        if ((r = parse_hang_signal(json, spec, err)) < 0)
+                return r;
+        json_t *rules = json_object_get(json, "failure_rules");
+        if (rules && (r = failrules_parse(rules, "failure_rules", FAILRULES_MAX_JOB,
+                                          &spec->failure_rules, err)) < 0)
+                return r;
         json_t *labels = NULL;
         if ((r = json_get_string_map(json, "labels", "labels", 64, 256, &labels, err)) < 0)
                 return r;
@@ -427,5 +471,9 @@ json_t *spec_to_json(const JobSpec *spec) {
         json_object_set_new(j, "workdir", spec->workdir ? json_string(spec->workdir) : json_null());
         json_object_set_new(j, "checkpoint_dir",
                             spec->checkpoint_dir ? json_string(spec->checkpoint_dir) : json_null());
+        const char *sig = spec_hang_signal_name(spec->hang_signal);
+        json_object_set_new(j, "hang_signal", sig ? json_string(sig) : json_null());
+        json_object_set_new(j, "hang_signal_grace_s", json_integer(spec->hang_signal_grace_s));
+        json_object_set_new(j, "failure_rules", failrules_to_json(&spec->failure_rules));
         return j;
 }

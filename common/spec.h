@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "failrules.h"
 #include "jsonutil.h"
 
 /* Limits on what one spec may hold; part of the API (documented in docs/PROTOCOL.md). */
@@ -63,6 +64,9 @@ typedef struct JobSpec {
         char *checkpoint_dir; /* NULL: none */
         RestartPolicy restart;
         int hang_timeout_s; /* 0: no hang detection */
+        int hang_signal; /* sent to a hung rank before it is stopped; 0: none */
+        int hang_signal_grace_s; /* time between hang_signal and the hang report */
+        FailRules failure_rules; /* the job's own, checked after the operator's */
         json_t *labels; /* object of strings, never NULL */
         char *same_label; /* all nodes of the job share this label's value */
         json_t *node_selector; /* object of strings, never NULL */
@@ -79,6 +83,14 @@ json_t *spec_to_json(const JobSpec *spec);
 
 const char *framework_to_string(Framework f);
 Framework framework_from_string(const char *s);
+
+#define SPEC_DEFAULT_HANG_SIGNAL_GRACE_S 5
+#define SPEC_MAX_HANG_SIGNAL_GRACE_S 300
+
+/* The signals a spec may name as hang_signal ("SIGUSR1" or "USR1"): 0 when not one. */
+int spec_hang_signal_from_name(const char *name);
+/* Its name ("SIGUSR1"), NULL for 0 or a signal not allowed. */
+const char *spec_hang_signal_name(int sig);
 
 /* True when code is listed in the list of n codes. */
 bool spec_exit_code_in(const int *codes, int n, int code);

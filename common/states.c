@@ -31,6 +31,8 @@ static const char *const end_reason_names[_END_REASON_MAX] = {
         [END_SUCCEEDED] = "succeeded",
         [END_DRAINED] = "drained",
         [END_START_FAILED] = "start_failed",
+        [END_NODE_FAULT] = "node_fault",
+        [END_START_TIMEOUT] = "start_timeout",
 };
 
 static int lookup(const char *const *names, int n, const char *s) {

@@ -53,6 +53,8 @@ typedef enum EndReason {
         END_SUCCEEDED,
         END_DRAINED,
         END_START_FAILED, /* a rank could not start: command, workdir or account */
+        END_NODE_FAULT, /* a rank failed with evidence against its node (a failure rule) */
+        END_START_TIMEOUT, /* a rank was not running within the controller's start timeout */
         _END_REASON_MAX,
         _END_REASON_INVALID = -1,
 } EndReason;

@@ -187,3 +187,45 @@ bool util_streq_ptr(const char *a, const char *b) {
                 return a == b;
         return strcmp(a, b) == 0;
 }
+
+/* The length of the valid UTF-8 sequence at s (n bytes left), 0 when there is none. */
+static size_t utf8_sequence(const unsigned char *s, size_t n) {
+        if (s[0] < 0x80)
+                return 1;
+        size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
+        if (len == 0 || s[0] > 0xF4 || len > n)
+                return 0;
+        for (size_t i = 1; i < len; i++)
+                if ((s[i] & 0xC0) != 0x80)
+                        return 0;
+        /* Overlong forms, surrogates and code points past U+10FFFF. */
+        if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
+            (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
+                return 0;
+        return len;
+}
+
+void util_utf8_sanitize(char *s, size_t len) {
+        unsigned char *u = (unsigned char *) s;
+        for (size_t i = 0; i < len;) {
+                if (u[i] == 0) {
+                        u[i++] = ' ';
+                        continue;
+                }
+                size_t k = utf8_sequence(u + i, len - i);
+                if (k == 0) {
+                        u[i++] = '?';
+                        continue;
+                }
+                i += k;
+        }
+}
+
+size_t util_utf8_cut(const char *s, size_t max) {
+        size_t n = strnlen(s, max);
+        if (n < max || s[n] == '\0')
+                return n;
+        while (n > 0 && ((unsigned char) s[n] & 0xC0) == 0x80)
+                n--;
+        return n;
+}

@@ -76,3 +76,11 @@ char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) _printf_(1, 2);
 
 bool util_streq_ptr(const char *a, const char *b);
+
+/*
+ * Makes s[0..len) a valid UTF-8 string in place, as JSON needs: NULs become spaces,
+ * bytes that start no valid sequence (overlong, surrogate, cut short) become '?'.
+ */
+void util_utf8_sanitize(char *s, size_t len);
+/* The length of s's longest prefix of at most max bytes that cuts no character. */
+size_t util_utf8_cut(const char *s, size_t max);

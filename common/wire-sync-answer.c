@@ -11,16 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spec.h"
 #include "util.h"
 
 /* Absent optional members are null, as the decoder reads them. */
 static json_t *encode_desired(const WireDesiredRank *d) {
-        return json_pack("{s:I,s:I,s:I,s:O,s:O?,s:s?,s:O?,s:I,s:s?,s:s?,s:s?}", "job",
-                         (json_int_t) d->key.job, "attempt", (json_int_t) d->key.attempt, "rank",
-                         (json_int_t) d->key.rank, "argv", d->argv, "env", d->env, "user", d->user,
-                         "devices", d->devices, "hang_timeout_s", (json_int_t) d->hang_timeout_s,
-                         "workdir", d->workdir, "accelerator", d->accelerator, "checkpoint_dir",
-                         d->checkpoint_dir);
+        json_t *o = json_pack("{s:I,s:I,s:I,s:O,s:O?,s:s?,s:O?,s:I,s:s?,s:s?,s:s?}", "job",
+                              (json_int_t) d->key.job, "attempt", (json_int_t) d->key.attempt,
+                              "rank", (json_int_t) d->key.rank, "argv", d->argv, "env", d->env,
+                              "user", d->user, "devices", d->devices, "hang_timeout_s",
+                              (json_int_t) d->hang_timeout_s, "workdir", d->workdir, "accelerator",
+                              d->accelerator, "checkpoint_dir", d->checkpoint_dir);
+        const char *sig = spec_hang_signal_name(d->hang_signal);
+        if (sig) {
+                json_object_set_new(o, "hang_signal", json_string(sig));
+                json_object_set_new(o, "hang_signal_grace_s", json_integer(d->hang_signal_grace_s));
+        }
+        return o;
 }
 
 json_t *wire_sync_answer_encode(const WireSyncAnswer *a) {
@@ -180,6 +187,15 @@ static int parse_desired(json_t *o, WireDesiredRank *d) {
                 d->hang_timeout_s = 0;
         if (d->hang_timeout_s > WIRE_MAX_HANG_TIMEOUT_S)
                 d->hang_timeout_s = WIRE_MAX_HANG_TIMEOUT_S;
+        /* A signal this agent does not know is left out, not an error: the hang is
+         * still reported, only without the dump. */
+        d->hang_signal =
+                spec_hang_signal_from_name(json_string_value(json_object_get(o, "hang_signal")));
+        int64_t grace = json_int(o, "hang_signal_grace_s", SPEC_DEFAULT_HANG_SIGNAL_GRACE_S);
+        d->hang_signal_grace_s = grace < 0 ? 0
+                                 : grace > SPEC_MAX_HANG_SIGNAL_GRACE_S
+                                         ? SPEC_MAX_HANG_SIGNAL_GRACE_S
+                                         : grace;
         return 0;
 }
 

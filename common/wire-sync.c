@@ -22,6 +22,10 @@ static json_t *encode_rank(const WireRankReport *r) {
                 json_object_set_new(o, "hung", json_true());
         if (r->start_failed)
                 json_object_set_new(o, "start_failed", json_true());
+        if (r->node_fault)
+                json_object_set_new(o, "node_fault", json_true());
+        if (r->log_tail)
+                json_object_set_new(o, "log_tail", json_string(r->log_tail));
         return o;
 }
 
@@ -43,9 +47,9 @@ json_t *wire_sync_encode(const WireSync *s) {
 }
 
 static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
-        static const char *const keys[] = {"job",  "attempt",      "rank",   "state",
-                                           "pid",  "exit_code",    "signal", "step",
-                                           "hung", "start_failed", NULL};
+        static const char *const keys[] = {
+                "job",  "attempt", "rank",         "state",      "pid",      "exit_code", "signal",
+                "step", "hung",    "start_failed", "node_fault", "log_tail", NULL};
         int k;
         int64_t v;
         if (!json_is_object(o))
@@ -88,6 +92,13 @@ static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
                 return k;
         if ((k = json_get_bool(o, "hung", "ranks[].hung", &rr->hung, err)) < 0)
                 return k;
+        if ((k = json_get_bool(o, "node_fault", "ranks[].node_fault", &rr->node_fault, err)) < 0)
+                return k;
+        if ((k = json_get_string(o, "log_tail", "ranks[].log_tail", false, WIRE_MAX_LOG_TAIL,
+                                 &rr->log_tail, err)) < 0)
+                return k;
+        if (rr->node_fault && !rr->start_failed)
+                return json_error_set(err, "ranks[].node_fault", "only a start failure says it");
         if (rr->exited && rr->exit_code < 0 && rr->signal == 0)
                 return json_error_set(err, "ranks[].exit_code",
                                       "an exited rank needs exit_code or signal");

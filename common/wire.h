@@ -43,6 +43,7 @@
 #define WIRE_MAX_PATH 4096
 #define WIRE_MAX_NAME 256
 #define WIRE_MAX_HANG_TIMEOUT_S (366LL * 24 * 3600)
+#define WIRE_MAX_LOG_TAIL 4096 /* FAILRULES_LOG_TAIL */
 
 /* ---- POST /v1/agent/register ---- */
 
@@ -84,6 +85,8 @@ typedef struct WireRankReport {
         int64_t step; /* -1: unknown */
         bool hung;
         bool start_failed; /* exited because its command, workdir or account could not start */
+        bool node_fault; /* start_failed because of the node: its state dir cannot be written */
+        const char *log_tail; /* a failed rank's last log bytes (failure rules); NULL: none */
 } WireRankReport;
 
 typedef struct WireCheckpoint {
@@ -128,6 +131,8 @@ typedef struct WireDesiredRank {
         const char *accelerator; /* may be NULL */
         const char *checkpoint_dir; /* may be NULL */
         int64_t hang_timeout_s;
+        int hang_signal; /* sent before a hang is reported (spec_hang_signal_name); 0: none */
+        int64_t hang_signal_grace_s;
         char *error; /* decoded only, malloc'd: why the entry cannot be started as given */
 } WireDesiredRank;
 

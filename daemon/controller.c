@@ -55,9 +55,23 @@ Controller *ctl_free(Controller *ctl) {
         model_clear(&ctl->model);
         turn_clear(&ctl->turn);
         schedule_clear(&ctl->sched);
+        failrules_clear(&ctl->failure_rules);
         store_close(ctl->store);
         free(ctl);
         return NULL;
+}
+
+int ctl_failure_rules_reload(Controller *ctl, char **ret_error) {
+        if (!ctl->cfg.failure_rules_path)
+                return 0;
+        JsonError err = {0};
+        int r = failrules_load(ctl->cfg.failure_rules_path, &ctl->failure_rules, &err);
+        if (r == -EINVAL)
+                *ret_error = xasprintf("%s: %s%s%s", ctl->cfg.failure_rules_path, err.field,
+                                       err.field[0] ? ": " : "", err.message);
+        else if (r < 0)
+                *ret_error = xasprintf("%s: %s", ctl->cfg.failure_rules_path, strerror(-r));
+        return r;
 }
 
 const CtlConfig *ctl_config(Controller *ctl) {
@@ -97,6 +111,7 @@ void ctl_tick(Controller *ctl) {
                 return; /* stopping: nothing more is written */
         int64_t now = util_now_ms();
         nodes_tick(ctl, now);
+        jobs_tick(ctl, now);
         if (ctl->sched.next_restart_ms <= now)
                 ctl->turn.effects |= TURN_SCHEDULE | TURN_SCHEDULE_FULL;
 }

@@ -32,6 +32,8 @@ typedef struct CtlConfig {
         int64_t sync_period_ms;
         int quarantine_after; /* blames within the window that quarantine a node; 0: never */
         int64_t quarantine_window_ms;
+        int64_t start_timeout_ms; /* a placed rank not running by then blames its node; 0: never */
+        const char *failure_rules_path; /* the operator's failure rules; NULL: none */
         bool strict_transitions; /* an illegal state transition aborts (tests) */
 } CtlConfig;
 
@@ -107,6 +109,9 @@ void ctl_metrics_write(Controller *ctl, FILE *f);
 /* Re-reads the quota file. 0, or -errno with *ret_error (malloc'd) saying what is wrong;
  * on error the old quotas stay. */
 int ctl_quota_reload(Controller *ctl, char **ret_error);
+/* (Re)reads the operator's failure rules (cfg.failure_rules_path); on failure keeps the
+ * rules in force and returns -errno with *ret_error (malloc'd). */
+int ctl_failure_rules_reload(Controller *ctl, char **ret_error);
 /* Per project, its share and use of each resource kind, from a scheduling pass over the
  * fleet as it is (release with sched_result_clear). 0 or -errno. */
 int ctl_quota_usage(Controller *ctl, SchedResult *ret);

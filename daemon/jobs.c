@@ -50,6 +50,17 @@ static bool attempt_record_progress(Job *job, const Attempt *a) {
         return (a && job->ckpt_step > a->resume_step) || higher;
 }
 
+/* The current attempt made progress and ended through no fault of the job: it ran fine
+ * on each of its nodes but `except` (the node that failed it, if any). */
+static void job_ran_fine(Job *job, const Node *except) {
+        for (int i = 0; i < job->n_ranks; i++) {
+                const Rank *r = &job->ranks[i];
+                if (r->attempt == job->attempt && r->node_name &&
+                    !(except && strcmp(r->node_name, except->name) == 0))
+                        model_job_ran_fine(job, r->node_name);
+        }
+}
+
 void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFinding *f) {
         if (!job_attempt_live(job))
                 return;
@@ -62,15 +73,24 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
                                  .suspects = node ? node->suspects : NULL,
                                  .n_suspects = node ? &node->n_suspects : NULL,
                                  .suspect_cap = NODE_SUSPECT_HISTORY};
-        HealthCase c = {.finding = f,
-                        .policy = &job->spec->restart,
-                        .restarts_used = job->restarts,
-                        .quick_failures = job->quick_failures,
-                        .progressed = attempt_record_progress(job, job_current_attempt(job)),
-                        .suspect = {.job = job->id, .owner = job_owner(job), .at_ms = now_wall},
-                        .window_ms = ctl->cfg.quarantine_window_ms,
-                        .quarantine_after = ctl->cfg.quarantine_after};
+        HealthCase c = {
+                .finding = f,
+                .policy = &job->spec->restart,
+                .restarts_used = job->restarts,
+                .quick_failures = job->quick_failures,
+                .progressed = attempt_record_progress(job, job_current_attempt(job)),
+                .suspect = {.job = job->id,
+                            .owner = job_owner(job),
+                            .at_ms = now_wall,
+                            .fine_elsewhere = node && model_job_fine_elsewhere(job, node->name)},
+                .window_ms = ctl->cfg.quarantine_window_ms,
+                .quarantine_after = ctl->cfg.quarantine_after};
         HealthJudgement j = health_judge(&c, node ? &history : NULL);
+        /* A drain or another node's fault ended an attempt that made progress: it ran
+         * fine on its nodes, but the failing one. */
+        if (c.progressed && f->cls != FAILURE_JOB && f->cls != FAILURE_START &&
+            !f->claimed_by_job)
+                job_ran_fine(job, f->cls == FAILURE_NODE ? node : NULL);
         if (j.by_suspicion)
                 turn_event(t, job->id, node->name, "node_suspect",
                            "failures of %d or more jobs of different owners within %llds",
@@ -119,6 +139,8 @@ void jobs_preempt(Controller *ctl, Job *job, const char *why) {
         if (!job_attempt_live(job))
                 return;
         tr_job_stop_ranks(&ctl->turn, job);
+        if (attempt_record_progress(job, job_current_attempt(job)))
+                job_ran_fine(job, NULL);
         tr_attempt_end(&ctl->turn, job, END_PREEMPTED, NULL, why);
         ctl->restarts_by_reason[END_PREEMPTED]++;
         /* Back in the queue: aging counts from now, and no restart budget is spent. */
@@ -130,6 +152,37 @@ void jobs_preempt(Controller *ctl, Job *job, const char *why) {
 void jobs_start(Controller *ctl, Job *job, const SchedPlacement *pl) {
         job->tier = pl->tier;
         tr_attempt_start(&ctl->turn, job, pl, ctl->model.nodes);
+        int64_t now = util_now_ms();
+        for (int i = 0; i < job->n_ranks; i++)
+                job->ranks[i].assigned_mono = now;
+}
+
+void jobs_tick(Controller *ctl, int64_t now_ms) {
+        if (ctl->cfg.start_timeout_ms <= 0)
+                return;
+        for (int j = 0; j < ctl->model.n_active; j++) {
+                Job *job = ctl->model.active[j];
+                if (job->state != JOB_STARTING)
+                        continue;
+                for (int i = 0; i < job->n_ranks; i++) {
+                        Rank *r = &job->ranks[i];
+                        if (r->state != RANK_ASSIGNED)
+                                continue;
+                        HealthSeen seen = {.kind = HEALTH_SEEN_RANK_WAITING,
+                                           .node = r->node_name,
+                                           .rank = r->rank,
+                                           .waited_ms = now_ms - r->assigned_mono,
+                                           .start_timeout_ms = ctl->cfg.start_timeout_ms};
+                        HealthFinding f;
+                        if (health_detect(&seen, &f)) {
+                                turn_event(&ctl->turn, job->id, r->node_name, "start_timeout", "%s",
+                                           f.detail);
+                                jobs_attempt_failed(ctl, job,
+                                                    model_node_find(&ctl->model, r->node_name), &f);
+                                break;
+                        }
+                }
+        }
 }
 
 int ctl_job_cancel(Controller *ctl, int64_t id, Job **ret_job, CtlError *err) {

@@ -17,5 +17,7 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
 void jobs_preempt(Controller *ctl, Job *job, const char *why);
 /* Starts the job's next attempt on a placement of the scheduler. */
 void jobs_start(Controller *ctl, Job *job, const SchedPlacement *pl);
+/* Ends starting attempts with a rank not running within cfg.start_timeout_ms. */
+void jobs_tick(Controller *ctl, int64_t now_ms);
 /* Every rank of the current attempt succeeded. */
 void jobs_succeeded(Controller *ctl, Job *job);

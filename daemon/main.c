@@ -53,6 +53,10 @@ static void usage(FILE *f) {
               "  --tls-key PATH          ...and this PEM private key\n"
               "  --quota-file PATH       project quotas for the scheduler (default: none,\n"
               "                          equal shares); re-read on SIGHUP\n"
+              "  --failure-rules PATH    the operator's failure rules, a JSON list\n"
+              "                          (docs/FAILURE-RULES.md); re-read on SIGHUP\n"
+              "  --start-timeout-s N     a placed rank not running after N s blames its\n"
+              "                          node and the job moves (default 120, 0 = never)\n"
               "  --log-level LEVEL       error, warning, info or debug (default info)\n"
               "  -h, --help              show this help\n"
               "\n"
@@ -72,6 +76,8 @@ enum {
         OPT_QUARANTINE_WINDOW_S,
         OPT_LOG_LEVEL,
         OPT_QUOTA_FILE,
+        OPT_FAILURE_RULES,
+        OPT_START_TIMEOUT_S,
         OPT_AUTH,
         OPT_TLS_CERT,
         OPT_TLS_KEY,
@@ -88,6 +94,8 @@ static const struct option options[] = {
         {"quarantine-window-s", required_argument, NULL, OPT_QUARANTINE_WINDOW_S},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"quota-file", required_argument, NULL, OPT_QUOTA_FILE},
+        {"failure-rules", required_argument, NULL, OPT_FAILURE_RULES},
+        {"start-timeout-s", required_argument, NULL, OPT_START_TIMEOUT_S},
         {"auth", optional_argument, NULL, OPT_AUTH},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -101,6 +109,7 @@ typedef struct Settings {
         char *listen;
         char *db_path;
         char *quota_path;
+        char *failure_rules_path;
         bool auth;
         char *tls_cert, *tls_key;
         CtlConfig ctl;
@@ -181,6 +190,17 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
         case OPT_QUOTA_FILE:
                 free(s->quota_path);
                 s->quota_path = *value ? xstrdup(value) : NULL;
+                return 0;
+        case OPT_FAILURE_RULES:
+                free(s->failure_rules_path);
+                s->failure_rules_path = *value ? xstrdup(value) : NULL;
+                return 0;
+        case OPT_START_TIMEOUT_S:
+                if (config_parse_int(value, 0, 24 * 3600, &v) < 0) {
+                        *ret_reason = "needs seconds, 0 to 86400";
+                        return -EINVAL;
+                }
+                s->ctl.start_timeout_ms = v * 1000;
                 return 0;
         case OPT_LOG_LEVEL:
                 if (log_level_from_string(value) == _LOG_LEVEL_INVALID) {
@@ -291,6 +311,22 @@ static int listen_on(const char *address, int *ret_port) {
         return fd;
 }
 
+/* SIGHUP: a bad edit keeps the quotas and failure rules that worked. */
+static void reload_files(Controller *ctl) {
+        char *error = NULL;
+        if (ctl_quota_reload(ctl, &error) < 0)
+                log_error("keeping the old quotas: %s", error);
+        else
+                log_info("quotas reloaded");
+        free(error);
+        error = NULL;
+        if (ctl_failure_rules_reload(ctl, &error) < 0)
+                log_error("keeping the old failure rules: %s", error);
+        else if (ctl_config(ctl)->failure_rules_path)
+                log_info("failure rules reloaded");
+        free(error);
+}
+
 int main(int argc, char **argv) {
         if (argc > 1 && strcmp(argv[1], "token") == 0)
                 return token_command(argc - 1, argv + 1);
@@ -303,7 +339,8 @@ int main(int argc, char **argv) {
                         .grace_ms = 1000,
                         .sync_period_ms = 1000,
                         .quarantine_after = 3,
-                        .quarantine_window_ms = 3600 * 1000},
+                        .quarantine_window_ms = 3600 * 1000,
+                        .start_timeout_ms = 120 * 1000},
                 .level = LOG_LEVEL_INFO,
         };
         const char *config_used = NULL;
@@ -311,6 +348,7 @@ int main(int argc, char **argv) {
         CtlConfig cfg = settings.ctl;
         cfg.db_path = settings.db_path;
         cfg.quota_path = settings.quota_path;
+        cfg.failure_rules_path = settings.failure_rules_path;
         const char *listen_addr = settings.listen;
         log_setup("axctld", settings.level);
         if (config_used)
@@ -333,9 +371,10 @@ int main(int argc, char **argv) {
                 log_error("cannot open state database %s: %s", cfg.db_path, strerror(-r));
                 return 1;
         }
-        _cleanup_free_ char *quota_error = NULL;
-        if (ctl_quota_reload(ctl, &quota_error) < 0) {
-                fprintf(stderr, "axctld: %s\n", quota_error);
+        _cleanup_free_ char *quota_error = NULL, *rules_error = NULL;
+        if (ctl_quota_reload(ctl, &quota_error) < 0 ||
+            ctl_failure_rules_reload(ctl, &rules_error) < 0) {
+                fprintf(stderr, "axctld: %s\n", quota_error ? quota_error : rules_error);
                 ctl_free(ctl);
                 return 2;
         }
@@ -479,13 +518,7 @@ int main(int argc, char **argv) {
                                 if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
                                         running = false;
                                 else if (si.ssi_signo == SIGHUP) {
-                                        /* A bad edit keeps the quotas that worked. */
-                                        char *error = NULL;
-                                        if (ctl_quota_reload(ctl, &error) < 0)
-                                                log_error("keeping the old quotas: %s", error);
-                                        else
-                                                log_info("quotas reloaded");
-                                        free(error);
+                                        reload_files(ctl);
                                 }
                         }
                 }
@@ -520,6 +553,7 @@ int main(int argc, char **argv) {
         free(settings.listen);
         free(settings.db_path);
         free(settings.quota_path);
+        free(settings.failure_rules_path);
         free(settings.tls_cert);
         free(settings.tls_key);
         return r < 0 ? 1 : 0;

@@ -214,3 +214,25 @@ Node *node_free(Node *node) {
         free(node);
         return NULL;
 }
+
+void model_job_ran_fine(Job *job, const char *name) {
+        uint64_t h = strmap_hash(name);
+        int n = job->n_fine_nodes, w = 0;
+        for (int i = 0; i < n; i++)
+                if (job->fine_nodes[i] != h)
+                        job->fine_nodes[w++] = job->fine_nodes[i];
+        if (w == JOB_FINE_NODES) {
+                memmove(job->fine_nodes, job->fine_nodes + 1, (JOB_FINE_NODES - 1) * sizeof(h));
+                w--;
+        }
+        job->fine_nodes[w++] = h;
+        job->n_fine_nodes = w;
+}
+
+bool model_job_fine_elsewhere(const Job *job, const char *name) {
+        uint64_t h = strmap_hash(name);
+        for (int i = 0; i < job->n_fine_nodes; i++)
+                if (job->fine_nodes[i] != h)
+                        return true;
+        return false;
+}

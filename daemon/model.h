@@ -35,6 +35,7 @@ typedef struct Rank {
         int node_rank;
         uint64_t assign_version; /* node desired-state version that first listed it */
         uint64_t stop_version; /* version that stopped listing it; 0 while listed */
+        int64_t assigned_mono; /* monotonic: when it was placed (or loaded), for the start timeout */
         bool dirty;
 } Rank;
 
@@ -48,6 +49,8 @@ typedef struct Attempt {
         char *detail;
         bool dirty;
 } Attempt;
+
+#define JOB_FINE_NODES 4
 
 typedef struct Job {
         int64_t id;
@@ -70,7 +73,13 @@ typedef struct Job {
         int64_t restart_at_ms; /* monotonic: when a restarting job may be placed again */
         int64_t failed_at_ms; /* monotonic: when the last failure was detected, 0 none */
         int quick_failures; /* failures in a row without progress: the backoff exponent */
-        int64_t best_step; /* highest step any attempt reached (memory only); -1: none */
+        int64_t best_step; /* highest step any ended attempt reached; -1: none */
+        /* Where it last ran fine (memory only): hashes of the nodes of attempts that made
+         * progress and ended through no failure of the job's own (drain, preemption,
+         * another node's fault), newest last. Its failure on another node is then
+         * evidence against that node (health_suspect_record). */
+        uint64_t fine_nodes[JOB_FINE_NODES];
+        int n_fine_nodes;
         SchedWait wait; /* why it is pending */
         int tier; /* 0: within its project's quota; 1: on borrowed capacity */
         int64_t queued_ms; /* wall: when it last entered the queue (submit, preemption) */
@@ -125,6 +134,11 @@ struct Node {
         int n_suspects;
         bool dirty;
 };
+
+/* Records that the job ran fine on the node named name (see Job.fine_nodes). */
+void model_job_ran_fine(Job *job, const char *name);
+/* True when the job ran fine on a node other than the one named name. */
+bool model_job_fine_elsewhere(const Job *job, const char *name);
 
 static inline Attempt *job_current_attempt(Job *job) {
         return job->n_attempts > 0 ? &job->attempts[job->n_attempts - 1] : NULL;

@@ -179,7 +179,11 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
                            .rank = r->rank,
                            .exited = rr->exited,
                            .start_failed = rr->start_failed,
+                           .node_fault = rr->node_fault,
                            .hung = rr->hung,
+                           .log_tail = rr->log_tail,
+                           .operator_rules = &ctl->failure_rules,
+                           .job_rules = &job->spec->failure_rules,
                            .exit_code = rr->exit_code,
                            .signal = rr->signal,
                            .step = r->step,
@@ -365,6 +369,7 @@ int ctl_node_drain(Controller *ctl, const char *name, bool now, Node **ret_node,
                                    .scope = HEALTH_SCOPE_NODE,
                                    .node_state = _NODE_STATE_INVALID,
                                    .exit_code = -1,
+                                   .rule = _FAILRULE_ACTION_INVALID,
                                    .detail = "node drained"};
                 node_finding(ctl, node, &f);
         }

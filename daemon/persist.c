@@ -51,6 +51,8 @@ static int persist_job(Store *store, Job *job) {
                 .avoid_node = job->avoid_node,
                 .tier = job->tier,
                 .queued_ms = opt_ms(job->queued_ms),
+                .quick_failures = job->quick_failures,
+                .best_step = job->best_step >= 0 ? job->best_step : STORE_NONE,
         };
         int r = store_job_put(store, &sj);
         for (int i = 0; r >= 0 && i < job->n_attempts; i++) {
@@ -160,7 +162,10 @@ static int load_job(void *ud, const StoreJob *sj) {
         job->finished_ms = from_opt(sj->finished_ms, 0);
         job->idempotency_key = sj->idempotency_key ? xstrdup(sj->idempotency_key) : NULL;
         job->ckpt_step = from_opt(sj->ckpt_step, -1);
-        job->best_step = job->ckpt_step;
+        /* The crash-loop count survives a restart, or a restart would reset it. */
+        job->quick_failures = sj->quick_failures;
+        int64_t best = from_opt(sj->best_step, -1);
+        job->best_step = best > job->ckpt_step ? best : job->ckpt_step;
         job->ckpt_path = sj->ckpt_path ? xstrdup(sj->ckpt_path) : NULL;
         job->avoid_node = sj->avoid_node ? xstrdup(sj->avoid_node) : NULL;
         job->wait = SCHED_WAIT_CAPACITY;
@@ -272,6 +277,8 @@ int persist_load(Store *store, Model *m) {
                         Rank *rk = &job->ranks[k];
                         Node *node = rk->node_name ? model_node_find(m, rk->node_name) : NULL;
                         uint64_t v = node ? node->version : 1;
+                        /* The start timeout of a rank still starting counts from now. */
+                        rk->assigned_mono = util_now_ms();
                         if (rank_desired(rk))
                                 rk->assign_version = v;
                         else

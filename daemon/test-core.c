@@ -178,7 +178,7 @@ static void test_turn(void) {
         store_close(store);
 }
 
-static Controller *controller(const char *name) {
+static Controller *controller_with(const char *name, int64_t start_timeout_ms) {
         char path[256];
         snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
         CtlConfig cfg = {.db_path = path,
@@ -187,11 +187,16 @@ static Controller *controller(const char *name) {
                          .sync_period_ms = 1000,
                          .quarantine_after = 3,
                          .quarantine_window_ms = 600000,
+                         .start_timeout_ms = start_timeout_ms,
                          .strict_transitions = true};
         Controller *ctl = NULL;
         CHECK(ctl_new(&cfg, &ctl) == 0);
         CHECK(ctl_end_turn(ctl) == 0);
         return ctl;
+}
+
+static Controller *controller(const char *name) {
+        return controller_with(name, 0);
 }
 
 static Node *node_register(Controller *ctl, const char *name) {
@@ -342,6 +347,66 @@ static void test_controller_turns(void) {
         ctl_free(ctl);
 }
 
+/*
+ * A rank its node never reports running ends the attempt after the start timeout, as
+ * the node's fault; and a job's failures in a row without progress survive a restart of
+ * the controller, so restarting it cannot reset the crash-loop limit.
+ */
+static void test_start_timeout_and_restart(void) {
+        Controller *ctl = controller_with("start", 50);
+        Node *n1 = node_register(ctl, "n1");
+        node_register(ctl, "n2");
+        Job *job = submit(ctl, "erin", 1);
+        usleep(6000);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(job->state, JOB_STARTING);
+        char *placed = xstrdup(job->ranks[0].node_name);
+        ctl_tick(ctl);
+        CHECK_INT(job->state, JOB_STARTING); /* not yet */
+        usleep(60000);
+        ctl_tick(ctl);
+        CHECK_INT(job->state, JOB_RESTARTING);
+        Attempt *a = job_current_attempt(job);
+        CHECK_INT(a->end_reason, END_START_TIMEOUT);
+        CHECK_STR(a->blamed_node, placed);
+        CHECK_STR(job->avoid_node, placed);
+        CHECK_INT(job->quick_failures, 0); /* the node's failure, not the job's */
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        /* The node confirms the rank gone; the next attempt runs elsewhere and crashes
+         * without progress: one failure in a row, kept across a restart. */
+        Node *first = ctl_node_find(ctl, placed);
+        WireRankReport gone = {.job = job->id,
+                               .attempt = 1,
+                               .rank = 0,
+                               .exited = true,
+                               .exit_code = 1,
+                               .step = -1};
+        sync_ranks(ctl, first, &gone, 1);
+        usleep(6000);
+        ctl_tick(ctl);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(job->attempt, 2);
+        CHECK(strcmp(job->ranks[0].node_name, placed) != 0);
+        Node *second = ctl_node_find(ctl, job->ranks[0].node_name);
+        WireRankReport crash = {
+                .job = job->id, .attempt = 2, .rank = 0, .pid = 5, .exit_code = -1, .step = -1};
+        sync_ranks(ctl, second, &crash, 1);
+        crash.exited = true;
+        crash.exit_code = 3;
+        sync_ranks(ctl, second, &crash, 1);
+        CHECK_INT(job->quick_failures, 1);
+        CHECK(ctl_end_turn(ctl) == 0);
+        int64_t id = job->id;
+        ctl_free(ctl);
+        ctl = controller_with("start", 50);
+        job = ctl_job_find(ctl, id);
+        CHECK_INT(job->quick_failures, 1);
+        CHECK(n1 != NULL);
+        free(placed);
+        ctl_free(ctl);
+}
+
 /* A failed turn is rolled back and every later one refused; nothing half-written. */
 static void test_failed_turn(void) {
         Controller *ctl = controller("failed");
@@ -482,6 +547,7 @@ int main(void) {
         test_failed_turn();
         test_hostile_node();
         test_killed_mid_turn();
+        test_start_timeout_and_restart();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);
         printf("core: ok\n");

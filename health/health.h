@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "failrules.h"
 #include "spec.h"
 #include "states.h"
 
@@ -41,6 +42,8 @@ typedef struct HealthFailure {
         int signal; /* 0: none */
         int consecutive; /* earlier failures in a row without progress: the backoff exponent */
         int without_progress; /* job failures in a row without progress, this one included */
+        FailRuleAction rule; /* the failure rule that matched; _FAILRULE_ACTION_INVALID: none */
+        bool claimed_by_job; /* a node fault only the job's own rule claims: counted as its own */
 } HealthFailure;
 
 typedef struct HealthVerdict {
@@ -77,12 +80,14 @@ typedef struct HealthSuspect {
         int64_t job;
         uint64_t owner; /* a hash of the user who runs the job */
         int64_t at_ms;
+        bool fine_elsewhere; /* the job made progress on another node */
 } HealthSuspect;
 
 /*
  * Records failure f into the node's history (s, *n, capacity cap; the oldest fall out)
  * and returns true when, within window_ms, at least `jobs` different jobs of at least
- * two different owners failed there: time to blame the node. jobs 0 disables it.
+ * two different owners failed there: time to blame the node. jobs 0 disables it. Only a
+ * job that ran fine elsewhere is a witness: one that fails everywhere is recorded nowhere.
  */
 bool health_suspect_record(HealthSuspect *s, int *n, int cap, HealthSuspect f, int64_t window_ms,
                            int jobs);
@@ -102,6 +107,7 @@ typedef enum HealthSeenKind {
         HEALTH_SEEN_NODE, /* an agent's sync: its node's health check */
         HEALTH_SEEN_SILENCE, /* time passed since a node's last sync */
         HEALTH_SEEN_REGISTER, /* an agent registered its node */
+        HEALTH_SEEN_RANK_WAITING, /* a rank placed on a live node is not running yet */
 } HealthSeenKind;
 
 typedef struct HealthSeen {
@@ -110,10 +116,15 @@ typedef struct HealthSeen {
         /* HEALTH_SEEN_RANK, HEALTH_SEEN_RANK_MISSING */
         int rank;
         bool exited, start_failed, hung;
+        bool node_fault; /* start_failed because of the node (its state dir) */
         int exit_code; /* -1: none */
         int signal; /* 0: none */
         int64_t step; /* -1: unknown */
         int hang_timeout_s;
+        const char *log_tail; /* a failed rank's last log bytes; NULL: none */
+        const FailRules *operator_rules, *job_rules; /* matched against log_tail, in order */
+        /* HEALTH_SEEN_RANK_WAITING */
+        int64_t waited_ms, start_timeout_ms;
         /* HEALTH_SEEN_NODE */
         bool healthy;
         const char *health_reason;
@@ -138,6 +149,8 @@ typedef struct HealthFinding {
         bool ranks_gone; /* HEALTH_SCOPE_NODE: the node's ranks are dead (fenced, rebooted) */
         int exit_code; /* -1: none */
         int signal; /* 0: none */
+        FailRuleAction rule; /* the failure rule that decided it; _FAILRULE_ACTION_INVALID */
+        bool claimed_by_job; /* FAILURE_NODE on the word of the job's own rule only */
         char detail[HEALTH_DETAIL_MAX]; /* holds a node's whole health reason */
 } HealthFinding;
 
@@ -185,8 +198,9 @@ typedef struct HealthJudgement {
 
 /*
  * Judges a failure seen on a node with history `node` (NULL: no node): whom to blame
- * (the node for a node fault; for the job's own failure only when failures of
- * different jobs of different owners pile up there), whether that quarantines it, and
- * whether and when the job restarts. Records the blame and suspicion into *node.
+ * (the node for a node fault; for the job's own failure, or a node fault only the job's
+ * own rule claims, only when failures of different jobs of different owners, each of
+ * which ran fine elsewhere, pile up there), whether that quarantines it, and whether and
+ * when the job restarts. Records the blame and suspicion into *node.
  */
 HealthJudgement health_judge(const HealthCase *c, HealthHistory *node);

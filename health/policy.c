@@ -23,6 +23,8 @@ FailureClass health_classify(EndReason r) {
                 return FAILURE_START;
         case END_NODE_LOST:
         case END_UNHEALTHY:
+        case END_NODE_FAULT:
+        case END_START_TIMEOUT:
                 return FAILURE_NODE;
         case END_PREEMPTED:
         case END_DRAINED:
@@ -46,7 +48,12 @@ HealthVerdict health_decide(const RestartPolicy *p, int restarts_used, const Hea
                          f->exit_code);
                 return v;
         }
-        if (cls == FAILURE_JOB && p->max_failures_without_progress > 0 &&
+        if (f->rule == FAILRULE_FATAL) {
+                v.action = HEALTH_FAIL;
+                snprintf(v.why, sizeof(v.why), "%s matched a fatal failure rule", what);
+                return v;
+        }
+        if ((cls == FAILURE_JOB || f->claimed_by_job) && p->max_failures_without_progress > 0 &&
             f->without_progress >= p->max_failures_without_progress) {
                 v.action = HEALTH_FAIL;
                 snprintf(v.why, sizeof(v.why), "%s; failed %d times in a row without progress",
@@ -65,6 +72,12 @@ HealthVerdict health_decide(const RestartPolicy *p, int restarts_used, const Hea
                         snprintf(v.why, sizeof(v.why), "exit code %d is retried", f->exit_code);
                         return v;
                 }
+        }
+        if (f->rule == FAILRULE_RETRY) {
+                v.action = HEALTH_RESTART_FREE;
+                v.backoff_ms = health_backoff_ms(p, f->consecutive);
+                snprintf(v.why, sizeof(v.why), "%s matched a retry failure rule", what);
+                return v;
         }
         if (f->reason == END_PREEMPTED || f->reason == END_DRAINED) {
                 v.action = HEALTH_RESTART_FREE;
@@ -105,6 +118,8 @@ bool health_node_lost(int64_t last_sync_ms, int64_t now_ms, int64_t lease_ms, in
 
 bool health_suspect_record(HealthSuspect *s, int *n, int cap, HealthSuspect f, int64_t window_ms,
                            int jobs) {
+        if (!f.fine_elsewhere)
+                return false;
         if (*n == cap) {
                 memmove(s, s + 1, (size_t) (cap - 1) * sizeof(*s));
                 (*n)--;

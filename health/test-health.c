@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the restart, backoff, lease and quarantine policy. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../tests/unit/check.h"
 #include "health.h"
+#include "util.h"
 
 /* Each detector finds what it knows and nothing else; the registry's order decides. */
 static void test_detectors(void) {
@@ -94,7 +96,104 @@ static void test_detectors(void) {
                 for (int k = 0; k < i; k++)
                         CHECK(strcmp(health_detectors[i]->name, health_detectors[k]->name) != 0);
         }
-        CHECK_INT(n, 6);
+        CHECK_INT(n, 8);
+}
+
+static json_t *rules_json(const char *text) {
+        json_error_t e;
+        json_t *j = json_loads(text, 0, &e);
+        CHECK(j != NULL);
+        return j;
+}
+
+/* Failure rules: the operator's first, then the job's; only operators blame by rule. */
+static void test_failure_rules(void) {
+        FailRules ops = {0}, own = {0};
+        JsonError err;
+        json_t *j = rules_json("[{\"pattern\": \"NVRM: Xid \\\\(PCI:[^)]*\\\\): (48|79),\", "
+                               "\"action\": \"node_fault\", \"why\": \"GPU gone\"}]");
+        CHECK(failrules_parse(j, "rules", FAILRULES_MAX_FILE, &ops, &err) == 0);
+        json_decref(j);
+        j = rules_json("[{\"pattern\": \"^OOM\", \"action\": \"fatal\"},"
+                       " {\"pattern\": \"flaky\", \"action\": \"retry\"},"
+                       " {\"pattern\": \"Xid\", \"action\": \"node_fault\"}]");
+        CHECK(failrules_parse(j, "failure_rules", FAILRULES_MAX_JOB, &own, &err) == 0);
+        json_decref(j);
+        HealthSeen s = {.kind = HEALTH_SEEN_RANK,
+                        .node = "n1",
+                        .exited = true,
+                        .exit_code = 1,
+                        .operator_rules = &ops,
+                        .job_rules = &own,
+                        .log_tail = "step 9\nNVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off "
+                                    "the bus\nbye\n"};
+        HealthFinding f;
+        CHECK(health_detect(&s, &f));
+        CHECK_INT(f.reason, END_NODE_FAULT);
+        CHECK_INT(f.cls, FAILURE_NODE);
+        CHECK(!f.claimed_by_job); /* the operator's rule: evidence */
+        CHECK(strstr(f.detail, "the operator's rule 1 (node_fault, GPU gone): NVRM: Xid (PCI:"
+                               "0000:3b:00): 79, GPU has fallen off the bus") != NULL);
+        /* Only the job's rule says so: it moves the job, evidence it is not. */
+        s.log_tail = "Xid 13 in my own kernel\n";
+        CHECK(health_detect(&s, &f));
+        CHECK(f.cls == FAILURE_NODE && f.claimed_by_job);
+        s.log_tail = "OOM: out of host memory\n";
+        CHECK(health_detect(&s, &f));
+        CHECK(f.reason == END_RANK_EXIT && f.rule == FAILRULE_FATAL);
+        s.log_tail = "not OOM at the start of a line\n";
+        CHECK(health_detect(&s, &f));
+        CHECK_INT(f.rule, _FAILRULE_ACTION_INVALID); /* the plain exit */
+        CHECK_STR(f.detail, "rank 0 on n1 exited with code 1");
+        /* A success matches nothing, whatever its log says. */
+        s.exit_code = 0;
+        s.log_tail = "flaky";
+        CHECK(!health_detect(&s, &f));
+
+        /* Bad rules are refused with the field named. */
+        const char *bad[] = {
+                "[{\"pattern\": \"(a\", \"action\": \"fatal\"}]",
+                "[{\"pattern\": \"(a)\\\\1\", \"action\": \"fatal\"}]",
+                "[{\"pattern\": \"a\", \"action\": \"blame\"}]",
+                "[{\"pattern\": \"a\", \"action\": \"fatal\", \"extra\": 1}]",
+                "{\"pattern\": \"a\"}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                FailRules r = {0};
+                j = rules_json(bad[i]);
+                CHECK(failrules_parse(j, "failure_rules", FAILRULES_MAX_JOB, &r, &err) == -EINVAL);
+                CHECK(strncmp(err.field, "failure_rules", 13) == 0);
+                CHECK_INT(r.n, 0);
+                json_decref(j);
+        }
+        failrules_clear(&ops);
+        failrules_clear(&own);
+}
+
+/* A placed rank that never runs blames its node after the start timeout. */
+static void test_start_timeout(void) {
+        HealthFinding f;
+        HealthSeen w = {.kind = HEALTH_SEEN_RANK_WAITING,
+                        .node = "n2",
+                        .rank = 3,
+                        .waited_ms = 9999,
+                        .start_timeout_ms = 10000};
+        CHECK(!health_detect(&w, &f));
+        w.waited_ms = 10000;
+        CHECK(health_detect(&w, &f));
+        CHECK(f.reason == END_START_TIMEOUT && f.cls == FAILURE_NODE);
+        CHECK_STR(f.detail, "rank 3 on n2 was not running 10.0s after placement");
+        w.start_timeout_ms = 0; /* disabled */
+        CHECK(!health_detect(&w, &f));
+        /* An agent that cannot write its state dir: the node's fault, not the job's. */
+        HealthSeen full = {.kind = HEALTH_SEEN_RANK,
+                           .node = "n2",
+                           .exited = true,
+                           .exit_code = 126,
+                           .start_failed = true,
+                           .node_fault = true};
+        CHECK(health_detect(&full, &f));
+        CHECK(f.reason == END_NODE_FAULT && f.cls == FAILURE_NODE);
 }
 
 /* From findings to verdicts, with a node's history. */
@@ -117,7 +216,7 @@ static void test_judge(void) {
                         .policy = &p,
                         .window_ms = 600000,
                         .quarantine_after = 3,
-                        .suspect = {.job = 1, .owner = 7, .at_ms = 1000}};
+                        .suspect = {.job = 1, .owner = 7, .at_ms = 1000, .fine_elsewhere = true}};
         /* A job's own crash: no blame, no move, a quick failure counted. */
         HealthJudgement j = health_judge(&c, &h);
         CHECK(!j.blame && !j.avoid && !j.quarantine);
@@ -137,9 +236,14 @@ static void test_judge(void) {
         CHECK_INT(nb, 0); /* still no blame: one owner */
 
         /* Another owner's job fails there too, and a third job: now it is evidence. */
-        c.suspect = (HealthSuspect){.job = 2, .owner = 8, .at_ms = 2000};
+        c.suspect = (HealthSuspect){.job = 2, .owner = 8, .at_ms = 2000, .fine_elsewhere = true};
         CHECK(!health_judge(&c, &h).blame);
-        c.suspect = (HealthSuspect){.job = 3, .owner = 7, .at_ms = 2500};
+        /* Jobs that fail everywhere are no witnesses, however many owners they have. */
+        for (int i = 0; i < 10; i++) {
+                c.suspect = (HealthSuspect){.job = 10 + i, .owner = 100 + i, .at_ms = 2100};
+                CHECK(!health_judge(&c, &h).blame);
+        }
+        c.suspect = (HealthSuspect){.job = 3, .owner = 7, .at_ms = 2500, .fine_elsewhere = true};
         j = health_judge(&c, &h);
         CHECK(j.blame && j.by_suspicion);
         CHECK(!j.avoid); /* the job's own class: it may stay */
@@ -172,6 +276,43 @@ static void test_judge(void) {
         CHECK(!j.blame && j.avoid);
         CHECK_INT(j.verdict.action, HEALTH_RESTART_FREE);
         CHECK_INT(nb, before);
+
+        /* The job's own node_fault rule: it moves, the node is not blamed, and it
+         * counts as the job's own failure (backoff, the limit without progress). */
+        HealthFinding claim = {.reason = END_NODE_FAULT,
+                               .cls = FAILURE_NODE,
+                               .claimed_by_job = true,
+                               .exit_code = 1,
+                               .rule = FAILRULE_NODE_FAULT};
+        HealthCase cl = {.finding = &claim,
+                         .policy = &p,
+                         .quick_failures = 2,
+                         .window_ms = 600000,
+                         .quarantine_after = 3,
+                         .suspect = {.job = 50, .owner = 50, .at_ms = 5000}};
+        before = nb;
+        j = health_judge(&cl, &h);
+        CHECK(!j.blame && j.avoid);
+        CHECK_INT(nb, before);
+        CHECK_INT(j.quick_failures, 3);
+        CHECK_INT(j.verdict.action, HEALTH_FAIL);
+        /* Fatal and retry rules. */
+        HealthFinding fatal = {.reason = END_RANK_EXIT,
+                               .cls = FAILURE_JOB,
+                               .exit_code = 1,
+                               .rule = FAILRULE_FATAL};
+        HealthCase fc = {.finding = &fatal, .policy = &p};
+        CHECK_INT(health_judge(&fc, NULL).verdict.action, HEALTH_FAIL);
+        HealthFinding retry = {.reason = END_RANK_EXIT,
+                               .cls = FAILURE_JOB,
+                               .exit_code = 1,
+                               .rule = FAILRULE_RETRY};
+        HealthCase rc = {.finding = &retry, .policy = &p, .restarts_used = 5, .quick_failures = 1};
+        j = health_judge(&rc, NULL);
+        CHECK_INT(j.verdict.action, HEALTH_RESTART_FREE);
+        CHECK_INT(j.verdict.backoff_ms, 1000); /* through the backoff like any failure */
+        rc.quick_failures = 2; /* and bounded by the limit without progress */
+        CHECK_INT(health_judge(&rc, NULL).verdict.action, HEALTH_FAIL);
 }
 
 int main(void) {
@@ -268,18 +409,22 @@ int main(void) {
         int ns = 0;
         for (int i = 0; i < 20; i++)
                 CHECK(!health_suspect_record(
-                        sus, &ns, 8, (HealthSuspect){.job = i, .owner = 7, .at_ms = i}, 1000, 3));
+                        sus, &ns, 8,
+                        (HealthSuspect){.job = i, .owner = 7, .at_ms = i, .fine_elsewhere = true},
+                        1000, 3));
         CHECK_INT(ns, 8);
         /* Three different jobs of two owners within the window do. */
         ns = 0;
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){1, 7, 0}, 1000, 3));
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){1, 7, 10}, 1000, 3));
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){2, 8, 20}, 1000, 3));
-        CHECK(health_suspect_record(sus, &ns, 8, (HealthSuspect){3, 7, 30}, 1000, 3));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){1, 7, 0, true}, 1000, 3));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){1, 7, 10, true}, 1000, 3));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){2, 8, 20, true}, 1000, 3));
+        CHECK(health_suspect_record(sus, &ns, 8, (HealthSuspect){3, 7, 30, true}, 1000, 3));
         /* ... but not once the first has left the window. */
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){2, 8, 1015}, 1000, 3));
-        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){4, 8, 30}, 1000, 0));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){2, 8, 1015, true}, 1000, 3));
+        CHECK(!health_suspect_record(sus, &ns, 8, (HealthSuspect){4, 8, 30, true}, 1000, 0));
         test_detectors();
+        test_failure_rules();
+        test_start_timeout();
         test_judge();
         printf("health: ok\n");
         return 0;

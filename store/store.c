@@ -55,6 +55,10 @@ static const char *const migrations[] = {
         "  revoked_ms INTEGER);",
         /* 4: the agent holding a node, so a restarted controller refuses a second one */
         "ALTER TABLE node ADD COLUMN agent_id TEXT;",
+        /* 5: a job's failures in a row without progress and its best step survive a
+         * restart of the controller, so the crash-loop limit cannot be reset by one */
+        "ALTER TABLE job ADD COLUMN quick_failures INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE job ADD COLUMN best_step INTEGER;",
 };
 
 enum {
@@ -77,8 +81,8 @@ static const char *const statement_sql[_STMT_MAX] = {
         [STMT_JOB_PUT] = "INSERT INTO job (id, name, project, user, priority, spec,"
                          " state, attempt, restarts, reason, exit_code, created_ms, started_ms,"
                          " finished_ms, idempotency_key, ckpt_step, ckpt_path, avoid_node, tier,"
-                         " queued_ms)"
-                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                         " queued_ms, quick_failures, best_step)"
+                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                          /* An upsert, not REPLACE: REPLACE would silently delete another
                           * job that holds the same idempotency key. */
                          " ON CONFLICT(id) DO UPDATE SET state=excluded.state,"
@@ -87,7 +91,8 @@ static const char *const statement_sql[_STMT_MAX] = {
                          " started_ms=excluded.started_ms, finished_ms=excluded.finished_ms,"
                          " ckpt_step=excluded.ckpt_step, ckpt_path=excluded.ckpt_path,"
                          " avoid_node=excluded.avoid_node, priority=excluded.priority,"
-                         " tier=excluded.tier, queued_ms=excluded.queued_ms",
+                         " tier=excluded.tier, queued_ms=excluded.queued_ms,"
+                         " quick_failures=excluded.quick_failures, best_step=excluded.best_step",
         [STMT_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempt (job, attempt, resume_step,"
                              " resume_path, started_ms, ended_ms, end_reason, blamed_node,"
                              " detail) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -307,6 +312,8 @@ int store_job_put(Store *store, const StoreJob *j) {
         bind_text(st, 18, j->avoid_node);
         bind_int(st, 19, j->tier);
         bind_int(st, 20, j->queued_ms);
+        bind_int(st, 21, j->quick_failures);
+        bind_int(st, 22, j->best_step);
         return step_done(st);
 }
 
@@ -432,17 +439,21 @@ static int job_row(sqlite3_stmt *st, void *p) {
                 .avoid_node = col_text(st, 17),
                 .tier = (int) col_int(st, 18),
                 .queued_ms = col_int(st, 19),
+                .quick_failures = (int) col_int(st, 20),
+                .best_step = col_int(st, 21),
         };
         return ((StoreJobFn) ctx->fn)(ctx->userdata, &j);
 }
 
 int store_jobs_load(Store *store, StoreJobFn fn, void *userdata) {
         sqlite3_stmt *st;
-        int r = query(store,
-                      "SELECT id, name, project, user, priority, spec, state, attempt, restarts,"
-                      " reason, exit_code, created_ms, started_ms, finished_ms, idempotency_key,"
-                      " ckpt_step, ckpt_path, avoid_node, tier, queued_ms FROM job ORDER BY id",
-                      &st);
+        int r = query(
+                store,
+                "SELECT id, name, project, user, priority, spec, state, attempt, restarts,"
+                " reason, exit_code, created_ms, started_ms, finished_ms, idempotency_key,"
+                " ckpt_step, ckpt_path, avoid_node, tier, queued_ms, quick_failures, best_step"
+                " FROM job ORDER BY id",
+                &st);
         if (r < 0)
                 return r;
         LoadCtx ctx = {(void *) fn, userdata};

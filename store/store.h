@@ -33,6 +33,8 @@ typedef struct StoreJob {
         const char *avoid_node; /* the node blamed last, avoided by the next placement */
         int tier; /* 0: within its project's quota; 1: on borrowed capacity */
         int64_t queued_ms; /* when it last entered the queue; STORE_NONE: at creation */
+        int quick_failures; /* failures in a row without progress */
+        int64_t best_step; /* highest step an ended attempt reached; STORE_NONE: none */
 } StoreJob;
 
 typedef struct StoreAttempt {

@@ -2,7 +2,8 @@
 /*
  * A rank exited with a failure: a non-zero code or a signal is the job's own failure;
  * an exit before the command ran (command, workdir or account) is a start failure.
- * Neither is evidence against the node (DESIGN.md §4a).
+ * Neither is evidence against the node (DESIGN.md §4a), unless the agent says the start
+ * failed for want of its own state directory.
  */
 #include <stdio.h>
 
@@ -12,6 +13,16 @@ static bool detect(const HealthSeen *s, HealthFinding *f) {
         if (s->kind != HEALTH_SEEN_RANK || !s->exited || (s->exit_code == 0 && s->signal == 0))
                 return false;
         f->exit_code = s->exit_code;
+        if (s->start_failed && s->node_fault) {
+                /* The agent could not even write the rank's state: its disk, not the job. */
+                f->reason = END_NODE_FAULT;
+                f->cls = FAILURE_NODE;
+                snprintf(f->detail, sizeof(f->detail),
+                         "rank %d on %s could not start: the node cannot write its state "
+                         "directory (the node's health says why)",
+                         s->rank, s->node);
+                return true;
+        }
         if (s->start_failed) {
                 f->reason = END_START_FAILED;
                 f->cls = FAILURE_START;

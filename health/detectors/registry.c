@@ -2,30 +2,36 @@
 /*
  * The table of failure detectors. A new detector is one file in this folder plus one
  * extern and one line in the table below. Order matters where two could find the same
- * thing: a rank's exit outranks its hang.
+ * thing: a failure rule outranks the plain exit it explains, and an exit its hang.
  */
 #include "health.h"
 
+extern const HealthDetector health_detector_failure_rule;
 extern const HealthDetector health_detector_rank_exit;
 extern const HealthDetector health_detector_rank_missing;
 extern const HealthDetector health_detector_hang;
 extern const HealthDetector health_detector_node_check;
 extern const HealthDetector health_detector_lease;
 extern const HealthDetector health_detector_reboot;
+extern const HealthDetector health_detector_start_timeout;
 
 const HealthDetector *const health_detectors[] = {
+        &health_detector_failure_rule,
         &health_detector_rank_exit,
         &health_detector_rank_missing,
         &health_detector_hang,
         &health_detector_node_check,
         &health_detector_lease,
         &health_detector_reboot,
+        &health_detector_start_timeout,
         NULL,
 };
 
 bool health_detect(const HealthSeen *seen, HealthFinding *ret) {
         for (int i = 0; health_detectors[i]; i++) {
-                *ret = (HealthFinding){.exit_code = -1, .node_state = _NODE_STATE_INVALID};
+                *ret = (HealthFinding){.exit_code = -1,
+                                       .node_state = _NODE_STATE_INVALID,
+                                       .rule = _FAILRULE_ACTION_INVALID};
                 if (health_detectors[i]->detect(seen, ret))
                         return true;
         }

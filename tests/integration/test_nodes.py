@@ -56,32 +56,70 @@ class NodesTest(axtest.ClusterTestCase):
         axtest.wait_for(lambda: node_state(c, node)["state"] == "drained", 20, "drained")
 
     def test_failures_of_different_owners_quarantine_the_node(self):
-        c = self.start_cluster(1, controller_args=["--quarantine-after", "2"])
-        # Two owners' jobs keep crashing at step 3 on the only node: failures of
-        # different jobs of different owners piling up there are evidence against it.
+        """Jobs of two owners ran fine on n2; moved to n1 they fail there at once. Failures
+        of different owners' jobs that ran fine elsewhere piling up on n1 are evidence
+        against it: it is quarantined."""
+        c = self.start_cluster(2, controller_args=["--quarantine-after", "2"])
+        self.assertEqual(c.cli("drain", "n1").returncode, 0)
+        axtest.wait_for(lambda: node_state(c, "n1")["state"] == "drained", 20, "n1 drained")
+        # The program fails at once on n1 only (its state dir is <tmp>/n1).
+        on_n1_fail = ["/bin/sh", "-c",
+                      'case "$AXCTL_PROGRESS_FILE" in */n1/*) echo "bad node" >&2; exit 3;; esac;'
+                      ' exec "$0" "$@"']
         jobs = []
         for owner in ("alice", "bob"):
-            job = c.work_job("crashy-" + owner, ranks=1, steps=50, step_ms=10,
-                             checkpoint_every=0, args=["--crash-at", "3"],
-                             restart={"max_restarts": 10, "backoff_max_s": 1,
+            job = c.work_job("moved-" + owner, ranks=1, steps=100000, step_ms=20,
+                             checkpoint_every=5,
+                             restart={"max_restarts": 100, "backoff_max_s": 1,
                                       "max_failures_without_progress": 1000},
                              spec={"user": owner, "project": owner})
+            job.spec["command"] = on_n1_fail + job.spec["command"]
             job.id = c.submit(job.spec)["id"]
             jobs.append(job)
+        for job in jobs:
+            self.assertEqual(c.wait_running(job.id)[0]["node"], "n2")
+            axtest.wait_for(lambda: c.job(job.id)["last_checkpoint"], 20,
+                            "the controller to know a checkpoint of job %d" % job.id)
+        self.assertEqual(c.cli("undrain", "n1").returncode, 0)
+        self.assertEqual(c.cli("drain", "n2", "--now").returncode, 0)
         node = axtest.wait_for(lambda: (lambda n: n if n["state"] == "quarantined" else None)(
             node_state(c, "n1")), 60, "n1 quarantined")
         self.assertIn("blamed", node["reason"])
         events = c.cli("events").stdout
         self.assertIn("node_suspect", events)
-        # Nothing is placed on a quarantined node: the jobs wait.
+        # Nothing is placed on a quarantined node (nor the drained one): the jobs wait.
         for job in jobs:
             self.assertIn(c.job(job.id)["state"], ("restarting", "pending"))
         p = c.cli("nodes")
         self.assertIn("quarantined", p.stdout)
-        # An operator clears it; the jobs run again.
+        # An operator clears n2; the jobs run there again.
         attempts = c.job(jobs[0].id)["attempt"]
-        self.assertEqual(c.cli("undrain", "n1").returncode, 0)
+        self.assertEqual(c.cli("undrain", "n2").returncode, 0)
         axtest.wait_for(lambda: c.job(jobs[0].id)["attempt"] > attempts, 20, "another attempt")
+        for job in jobs:
+            c.cancel(job.id)
+
+    def test_jobs_that_fail_everywhere_are_no_evidence(self):
+        """Jobs of many owners that fail wherever they run never quarantine a node: they
+        never ran fine anywhere, so their failures say nothing about one node."""
+        c = self.start_cluster(2, controller_args=["--quarantine-after", "2"])
+        jobs = []
+        for owner in ("alice", "bob", "carol"):
+            job = c.work_job("crashy-" + owner, ranks=1, steps=50, step_ms=10,
+                             checkpoint_every=0, args=["--crash-at", "3"],
+                             restart={"max_restarts": 6, "backoff_max_s": 1,
+                                      "max_failures_without_progress": 1000},
+                             spec={"user": owner, "project": owner})
+            job.id = c.submit(job.spec)["id"]
+            jobs.append(job)
+        for job in jobs:
+            view = c.wait_job(job.id, timeout=60)
+            self.assertEqual(view["state"], "failed")
+            for a in view["attempts"]:
+                self.assertEqual((a["failure_class"], a["blamed_node"]), ("job", None), a)
+        for n in c.nodes():
+            self.assertEqual(n["state"], "ready", n)
+        self.assertNotIn("node_suspect", c.cli("events").stdout)
 
     def test_one_owners_failing_jobs_never_quarantine_a_node(self):
         """The attack of issue 11: one user's jobs that always fail (with retry codes, so
