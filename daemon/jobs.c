@@ -88,8 +88,7 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
         HealthJudgement j = health_judge(&c, node ? &history : NULL);
         /* A drain or another node's fault ended an attempt that made progress: it ran
          * fine on its nodes, but the failing one. */
-        if (c.progressed && f->cls != FAILURE_JOB && f->cls != FAILURE_START &&
-            !f->claimed_by_job)
+        if (c.progressed && f->cls != FAILURE_JOB && f->cls != FAILURE_START && !f->claimed_by_job)
                 job_ran_fine(job, f->cls == FAILURE_NODE ? node : NULL);
         if (j.by_suspicion)
                 turn_event(t, job->id, node->name, "node_suspect",
