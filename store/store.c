@@ -55,6 +55,23 @@ static const char *const migrations[] = {
         "  revoked_ms INTEGER);",
         /* 4: the agent holding a node, so a restarted controller refuses a second one */
         "ALTER TABLE node ADD COLUMN agent_id TEXT;",
+        /* 5: idempotency keys are a project's own: the same key in another project is
+         * another key. SQLite cannot drop a column's UNIQUE, so the table is rebuilt. */
+        "CREATE TABLE job_new ("
+        "  id INTEGER PRIMARY KEY, name TEXT NOT NULL, project TEXT NOT NULL,"
+        "  user TEXT NOT NULL, priority INTEGER NOT NULL, spec TEXT NOT NULL,"
+        "  state TEXT NOT NULL, attempt INTEGER NOT NULL, restarts INTEGER NOT NULL,"
+        "  reason TEXT NOT NULL, exit_code INTEGER, created_ms INTEGER NOT NULL,"
+        "  started_ms INTEGER, finished_ms INTEGER, idempotency_key TEXT,"
+        "  ckpt_step INTEGER, ckpt_path TEXT, avoid_node TEXT,"
+        "  tier INTEGER NOT NULL DEFAULT 0, queued_ms INTEGER);"
+        "INSERT INTO job_new SELECT id, name, project, user, priority, spec, state, attempt,"
+        "  restarts, reason, exit_code, created_ms, started_ms, finished_ms, idempotency_key,"
+        "  ckpt_step, ckpt_path, avoid_node, tier, queued_ms FROM job;"
+        "DROP TABLE job;"
+        "ALTER TABLE job_new RENAME TO job;"
+        "CREATE INDEX job_state ON job(state);"
+        "CREATE UNIQUE INDEX job_idempotency ON job(project, idempotency_key);",
 };
 
 enum {
@@ -80,7 +97,7 @@ static const char *const statement_sql[_STMT_MAX] = {
                          " queued_ms)"
                          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                          /* An upsert, not REPLACE: REPLACE would silently delete another
-                          * job that holds the same idempotency key. */
+                          * job of the project that holds the same idempotency key. */
                          " ON CONFLICT(id) DO UPDATE SET state=excluded.state,"
                          " attempt=excluded.attempt, restarts=excluded.restarts,"
                          " reason=excluded.reason, exit_code=excluded.exit_code,"
@@ -161,7 +178,8 @@ static int exec(Store *store, const char *sql) {
         return errno_from_sqlite(sqlite3_exec(store->db, sql, NULL, NULL, NULL));
 }
 
-static int migrate(Store *store) {
+/* Applies the migrations after the database's own, up to the first `version`. */
+static int migrate(Store *store, int version_wanted) {
         sqlite3_stmt *st;
         int rc = sqlite3_prepare_v2(store->db, "PRAGMA user_version", -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -170,7 +188,7 @@ static int migrate(Store *store) {
         sqlite3_finalize(st);
         if (version > (int) ELEMENTSOF(migrations))
                 return -EPROTO; /* written by a newer axctld */
-        for (int v = version; v < (int) ELEMENTSOF(migrations); v++) {
+        for (int v = version; v < version_wanted; v++) {
                 int r = exec(store, "BEGIN IMMEDIATE");
                 if (r < 0)
                         return r;
@@ -189,7 +207,8 @@ static int migrate(Store *store) {
         return 0;
 }
 
-int store_open(const char *path, Store **ret_store) {
+/* Opens path with the migrations up to version applied; statements only when prepare. */
+static int store_open_version(const char *path, int version, bool prepare, Store **ret_store) {
         Store *store = xcalloc(1, sizeof(Store));
         int rc = sqlite3_open_v2(path, &store->db,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -201,9 +220,9 @@ int store_open(const char *path, Store **ret_store) {
         /* WAL + FULL: a commit is on disk when it returns, so a 2xx means durable. */
         if ((r = exec(store, "PRAGMA journal_mode = WAL")) < 0 ||
             (r = exec(store, "PRAGMA synchronous = FULL")) < 0 ||
-            (r = exec(store, "PRAGMA foreign_keys = ON")) < 0 || (r = migrate(store)) < 0)
+            (r = exec(store, "PRAGMA foreign_keys = ON")) < 0 || (r = migrate(store, version)) < 0)
                 goto fail;
-        for (int i = 0; i < _STMT_MAX; i++) {
+        for (int i = 0; prepare && i < _STMT_MAX; i++) {
                 rc = sqlite3_prepare_v3(store->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                         &store->stmts[i], NULL);
                 if ((r = errno_from_sqlite(rc)) < 0)
@@ -212,6 +231,17 @@ int store_open(const char *path, Store **ret_store) {
         *ret_store = store;
         return 0;
 fail:
+        store_close(store);
+        return r;
+}
+
+int store_open(const char *path, Store **ret_store) {
+        return store_open_version(path, (int) ELEMENTSOF(migrations), true, ret_store);
+}
+
+int store_create_at_version(const char *path, int version) {
+        Store *store = NULL;
+        int r = store_open_version(path, version, false, &store);
         store_close(store);
         return r;
 }

@@ -96,6 +96,9 @@ typedef struct StoreEvent {
 /* Opens (creating if needed) and migrates the database. 0 or -errno. */
 int store_open(const char *path, Store **ret_store);
 Store *store_close(Store *store);
+/* Creates path as an older axctld left it, with only the first `version` migrations
+ * applied, and closes it: for the tests of upgrades. 0 or -errno. */
+int store_create_at_version(const char *path, int version);
 /* Human-readable text of the last SQLite failure, for logs. */
 const char *store_last_error(Store *store);
 

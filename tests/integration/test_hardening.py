@@ -4,11 +4,14 @@
 
 - An agent's `address` is host:port and nothing else, so the controller's log proxy
   cannot be pointed at another path, query or user of some server.
+- An idempotency key is its project's own: the same key in another project is another
+  key (no 409 that tells one tenant the job id of another), also after a restart.
 """
 
 import unittest
 
 import axtest
+from test_auth import token
 
 
 class AddressTest(axtest.ClusterTestCase):
@@ -30,6 +33,35 @@ class AddressTest(axtest.ClusterTestCase):
             status, body, _ = self.register(c, address)
             self.assertEqual(status, 200, (address, body))
             self.assertEqual(c.nodes()[0]["address"], address)
+
+
+class IdempotencyTest(axtest.ClusterTestCase):
+    def test_a_key_is_its_projects_own(self):
+        c = axtest.Cluster(0, controller_args=["--auth"], name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, c)
+        alice = token(c.db, "--name", "alice", "--role", "user", "--project", "p1")
+        bob = token(c.db, "--name", "bob", "--role", "user", "--project", "p2")
+        c.start_controller()
+
+        def submit(who, project, command):
+            spec = {"command": command, "ranks": 1, "project": project}
+            headers = {"Authorization": "Bearer " + who, "Idempotency-Key": "nightly"}
+            return c.api("POST", "/v1/jobs", spec, headers=headers)
+
+        status, a, _ = submit(alice, "p1", ["true"])
+        self.assertEqual(status, 201, a)
+        for restarted in (False, True):
+            # Another spec under the same key, in another project: simply another job.
+            status, b, _ = submit(bob, "p2", ["false"])
+            self.assertIn(status, (200, 201) if restarted else (201,), b)
+            self.assertNotEqual(b["id"], a["id"])
+            # Within a project the key still names one job.
+            status, again, _ = submit(bob, "p2", ["false"])
+            self.assertEqual((status, again["id"]), (200, b["id"]), again)
+            status, conflict, _ = submit(alice, "p1", ["false"])
+            self.assertEqual(status, 409, conflict)
+            self.assertIn(str(a["id"]), conflict["error"]["message"])
+            c.restart_controller()
 
 
 if __name__ == "__main__":
