@@ -6,9 +6,12 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -138,6 +141,11 @@ struct Store {
         sqlite3 *db;
         sqlite3_stmt *stmts[_STMT_MAX];
         bool in_transaction;
+        char *path;
+        /* The file SQLite opened, held to compare with what the path names now. Closed
+         * only after SQLite's own descriptor: closing any descriptor of the file drops
+         * the process's POSIX locks on it, SQLite's included. */
+        int file_fd;
 };
 
 /* Maps SQLite's result codes onto errno values, so callers never see SQLite codes. */
@@ -210,6 +218,8 @@ static int migrate(Store *store, int version_wanted) {
 /* Opens path with the migrations up to version applied; statements only when prepare. */
 static int store_open_version(const char *path, int version, bool prepare, Store **ret_store) {
         Store *store = xcalloc(1, sizeof(Store));
+        store->path = xstrdup(path);
+        store->file_fd = -1;
         int rc = sqlite3_open_v2(path, &store->db,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                  NULL);
@@ -222,6 +232,11 @@ static int store_open_version(const char *path, int version, bool prepare, Store
             (r = exec(store, "PRAGMA synchronous = FULL")) < 0 ||
             (r = exec(store, "PRAGMA foreign_keys = ON")) < 0 || (r = migrate(store, version)) < 0)
                 goto fail;
+        store->file_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (store->file_fd < 0) {
+                r = -errno;
+                goto fail;
+        }
         for (int i = 0; prepare && i < _STMT_MAX; i++) {
                 rc = sqlite3_prepare_v3(store->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                         &store->stmts[i], NULL);
@@ -252,8 +267,22 @@ Store *store_close(Store *store) {
         for (int i = 0; i < _STMT_MAX; i++)
                 sqlite3_finalize(store->stmts[i]);
         sqlite3_close_v2(store->db);
+        if (store->file_fd >= 0)
+                close(store->file_fd);
+        free(store->path);
         free(store);
         return NULL;
+}
+
+int store_check_file(Store *store) {
+        struct stat open_st, path_st;
+        if (fstat(store->file_fd, &open_st) < 0 || stat(store->path, &path_st) < 0)
+                return -errno;
+        /* A path that names the open file is one of its links, so this also covers
+         * st_nlink == 0 (deleted): its path then names nothing (ENOENT) or another file. */
+        if (path_st.st_dev != open_st.st_dev || path_st.st_ino != open_st.st_ino)
+                return -ESTALE;
+        return 0;
 }
 
 int store_begin(Store *store) {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../tests/unit/check.h"
 #include "store.h"
@@ -98,6 +99,21 @@ static void test_idempotency_key_per_project(const char *dir) {
         store_close(s);
 }
 
+/* The store tells when its file was deleted or replaced under it. */
+static void test_check_file(const char *dir) {
+        _cleanup_free_ char *path = xasprintf("%s/moved.db", dir);
+        _cleanup_free_ char *other = xasprintf("%s/other.db", dir);
+        Store *s = NULL;
+        CHECK_INT(store_open(path, &s), 0);
+        CHECK_INT(store_check_file(s), 0);
+        CHECK_INT(util_write_file_atomic(other, "x", 1), 0);
+        CHECK_INT(rename(other, path), 0);
+        CHECK_INT(store_check_file(s), -ESTALE);
+        CHECK_INT(unlink(path), 0);
+        CHECK_INT(store_check_file(s), -ENOENT);
+        store_close(s);
+}
+
 int main(void) {
         _cleanup_free_ char *dir = check_tmpdir("axctl-store");
         _cleanup_free_ char *path = xasprintf("%s/state.db", dir);
@@ -179,6 +195,7 @@ int main(void) {
         CHECK(store_open(bad, &s) < 0);
         CHECK(!s);
         test_idempotency_key_per_project(dir);
+        test_check_file(dir);
         util_rm_rf(dir);
         printf("store: ok\n");
         return 0;
