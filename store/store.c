@@ -215,8 +215,23 @@ static int migrate(Store *store, int version_wanted) {
         return 0;
 }
 
+/*
+ * Creates the database file 0600 whatever the umask, unless it exists: SQLite would make
+ * it 0644 less the umask, and it makes the -wal and -shm files with the database's own
+ * mode, so all three stay private to the controller's account. The database holds every
+ * job's environment and the token hashes. Any error is left for SQLite to report.
+ */
+static void store_create_private(const char *path) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return;
+        (void) fchmod(fd, 0600);
+        close(fd);
+}
+
 /* Opens path with the migrations up to version applied; statements only when prepare. */
 static int store_open_version(const char *path, int version, bool prepare, Store **ret_store) {
+        store_create_private(path);
         Store *store = xcalloc(1, sizeof(Store));
         store->path = xstrdup(path);
         store->file_fd = -1;

@@ -9,10 +9,13 @@
 - axctl prints nothing a hostile node or rank sends as a terminal control (a node's
   health reason in `nodes` and `events`; a rank's log when stdout is a terminal, while a
   pipe gets the log's own bytes), and a FIFO as its config file is refused, not waited on.
+- The database and its -wal and -shm files are 0600 whatever the umask, whether
+  `axctld token create` or axctld makes them.
 """
 
 import os
 import pty
+import stat
 import subprocess
 import tempfile
 import unittest
@@ -129,6 +132,27 @@ class TerminalTest(axtest.ClusterTestCase):
                            timeout=10)
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertEqual(p.stderr, "axctl: %s is not a regular file\n" % fifo)
+
+
+class FileModeTest(axtest.ClusterTestCase):
+    def assert_private(self, db, suffixes):
+        for suffix in suffixes:
+            mode = stat.S_IMODE(os.stat(db + suffix).st_mode)
+            self.assertEqual(mode, 0o600, "%s%s is %o" % (db, suffix, mode))
+
+    def test_database_files_are_private_whatever_the_umask(self):
+        c = axtest.Cluster(0, name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, c)
+        old = os.umask(0)
+        try:
+            token(c.db, "--name", "root", "--role", "admin")
+            self.assert_private(c.db, [""])
+            os.unlink(c.db)
+            c.start_controller()  # inherits the umask of 0
+        finally:
+            os.umask(old)
+        c.submit({"command": ["/bin/true"], "ranks": 1})
+        self.assert_private(c.db, ["", "-wal", "-shm"])
 
 
 if __name__ == "__main__":
