@@ -725,7 +725,7 @@ static bool agent_scan_checkpoints(Agent *a) {
                 }
                 int64_t step;
                 char *path;
-                if (agent_checkpoint_latest(r->checkpoint_dir, &step, &path) <= 0)
+                if (agent_checkpoint_latest_as(&r->run_as, r->checkpoint_dir, &step, &path) <= 0)
                         continue;
                 c[n++] = (AgentCheckpoint){
                         .job = r->key.job, .attempt = r->key.attempt, .step = step, .path = path};

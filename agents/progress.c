@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "shim.h"
 #include "util.h"
 
 int agent_progress_parse(const char *data, int64_t *ret_step) {
@@ -87,8 +88,9 @@ bool agent_progress_hung(const ProgressTracker *t, int64_t hang_timeout_s, int64
         return now_ms - t->changed_ms >= hang_timeout_s * 1000;
 }
 
-/* Parses "step_<digits>" (AXLearn writes %08d, longer numbers are allowed); -EINVAL else. */
-int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path) {
+/* The name of dir's latest committed step directory: 1 with *ret_step and *ret_name
+ * (malloc'd), 0 when there is none (or no dir), -errno. */
+static int checkpoint_latest_name(const char *dir, int64_t *ret_step, char **ret_name) {
         DIR *d = opendir(dir);
         if (!d)
                 return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
@@ -115,8 +117,43 @@ int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path)
 
         if (best < 0)
                 return 0;
-        *ret_path = checkpoint_path_make(dir, best_name);
+        *ret_name = best_name;
         *ret_step = best;
-        free(best_name);
+        return 1;
+}
+
+int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path) {
+        _cleanup_free_ char *name = NULL;
+        int r = checkpoint_latest_name(dir, ret_step, &name);
+        if (r > 0)
+                *ret_path = checkpoint_path_make(dir, name);
+        return r;
+}
+
+/* In the child that has become the rank's account: writes the latest step's name. */
+static int checkpoint_name_report(void *dir, int fd) {
+        int64_t step;
+        _cleanup_free_ char *name = NULL;
+        int r = checkpoint_latest_name(dir, &step, &name);
+        if (r > 0 && dprintf(fd, "%s", name) < 0)
+                return -errno;
+        return r;
+}
+
+int agent_checkpoint_latest_as(const RankUser *u, const char *dir, int64_t *ret_step,
+                               char **ret_path) {
+        if (!u || !u->do_switch)
+                return agent_checkpoint_latest(dir, ret_step, ret_path);
+        /* "step_" and at most 19 digits; anything longer is not a step name. */
+        char name[32];
+        int r = agent_shim_run_as(u, checkpoint_name_report, (void *) dir, name, sizeof(name));
+        if (r < 0)
+                return r;
+        if (!name[0])
+                return 0;
+        /* The child ran as the job's user: take nothing from it but a step name. */
+        if (checkpoint_name_parse(name, ret_step) < 0)
+                return -EBADMSG;
+        *ret_path = checkpoint_path_make(dir, name);
         return 1;
 }

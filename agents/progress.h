@@ -4,13 +4,16 @@
  * wrote to its progress file (AXCTL_PROGRESS_FILE), whether that has stopped changing for
  * longer than the job's hang timeout, and the latest committed checkpoint in the job's
  * checkpoint directory (AXLearn layout: <dir>/step_%08d/ is committed once it holds an
- * `index` file). Pure functions plus two small file readers; no logging.
+ * `index` file), looked for with the rank's own permissions. Pure functions plus small
+ * file readers; no logging.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "userpolicy.h"
 
 /* Longest progress file content that is looked at; a step needs far fewer bytes. */
 #define AGENT_PROGRESS_MAX 64
@@ -53,3 +56,13 @@ bool agent_progress_hung(const ProgressTracker *t, int64_t hang_timeout_s, int64
  * -errno on other errors.
  */
 int agent_checkpoint_latest(const char *dir, int64_t *ret_step, char **ret_path);
+
+/*
+ * The same, looking as the account u when the agent switches to it (u->do_switch): a
+ * forked child becomes u and lists dir, so a job learns nothing of a directory its user
+ * may not read, and the agent takes back only a step name. Without a switch, the agent
+ * looks itself (it runs as the rank's account then). -errno also when u may not read
+ * dir.
+ */
+int agent_checkpoint_latest_as(const RankUser *u, const char *dir, int64_t *ret_step,
+                               char **ret_path);

@@ -107,6 +107,7 @@ static Rank *rank_free(Rank *r) {
         free(r->dir);
         free(r->checkpoint_dir);
         free(r->log_tail);
+        rank_user_done(&r->run_as);
         free(r);
         return NULL;
 }
@@ -213,6 +214,43 @@ bool rank_check_exit(Rank *r) {
         return true;
 }
 
+/* The credentials a rank runs as, kept in desired.json for the agent that adopts it:
+ * {"uid", "gid", "groups"}; NULL when the rank runs as the agent's own account. */
+static json_t *rank_run_as_to_json(const RankUser *u) {
+        if (!u || !u->do_switch)
+                return NULL;
+        json_t *groups = json_array();
+        for (int i = 0; i < u->n_groups; i++)
+                json_array_append_new(groups, json_integer(u->groups[i]));
+        return json_pack("{s:I, s:I, s:o}", "uid", (json_int_t) u->uid, "gid", (json_int_t) u->gid,
+                         "groups", groups);
+}
+
+static void rank_run_as_from_json(json_t *j, RankUser *ret) {
+        json_t *uid = json_object_get(j, "uid"), *gid = json_object_get(j, "gid"),
+               *groups = json_object_get(j, "groups");
+        if (!json_is_integer(uid) || !json_is_integer(gid) || !json_is_array(groups))
+                return;
+        *ret = (RankUser){.do_switch = true,
+                          .uid = (uid_t) json_integer_value(uid),
+                          .gid = (gid_t) json_integer_value(gid),
+                          .groups = xcalloc(json_array_size(groups) + 1, sizeof(gid_t)),
+                          .n_groups = (int) json_array_size(groups)};
+        for (int i = 0; i < ret->n_groups; i++)
+                ret->groups[i] = (gid_t) json_integer_value(json_array_get(groups, (size_t) i));
+}
+
+static void rank_run_as_copy(const RankUser *u, RankUser *ret) {
+        if (!u || !u->do_switch)
+                return;
+        *ret = (RankUser){.do_switch = true,
+                          .uid = u->uid,
+                          .gid = u->gid,
+                          .groups = xcalloc((size_t) u->n_groups + 1, sizeof(gid_t)),
+                          .n_groups = u->n_groups};
+        memcpy(ret->groups, u->groups, (size_t) u->n_groups * sizeof(gid_t));
+}
+
 static int rank_write_desired(const char *dir, const RankLaunch *l, const char *boot_id,
                               int64_t started_wall_ms, int64_t started_boot_ms) {
         json_t *argv = json_array();
@@ -229,6 +267,9 @@ static int rank_write_desired(const char *dir, const RankLaunch *l, const char *
         json_object_set_new(o, "started_at_boot_ms", json_integer(started_boot_ms));
         json_object_set_new(o, "hang_signal", json_integer(l->hang_signal));
         json_object_set_new(o, "hang_signal_grace_s", json_integer(l->hang_signal_grace_s));
+        json_t *run_as = rank_run_as_to_json(l->error ? NULL : l->run_as);
+        if (run_as)
+                json_object_set_new(o, "run_as", run_as);
         _cleanup_free_ char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
         json_decref(o);
         if (!text)
@@ -304,6 +345,8 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         Rank *rank = rank_table_add(t, l->key, TAKE_PTR(dir));
         rank->checkpoint_dir =
                 l->checkpoint_dir && *l->checkpoint_dir ? xstrdup(l->checkpoint_dir) : NULL;
+        if (!l->error)
+                rank_run_as_copy(l->run_as, &rank->run_as);
         rank->hang_timeout_s = l->hang_timeout_s;
         rank->hang_signal = l->hang_signal;
         rank->hang_signal_grace_s = l->hang_signal_grace_s;
@@ -423,6 +466,7 @@ static int rank_adopt_one(RankTable *t, const char *name) {
         Rank *r = rank_table_add(t, key, TAKE_PTR(dir));
         const char *ckpt = json_string_value(json_object_get(desired, "checkpoint_dir"));
         r->checkpoint_dir = ckpt && *ckpt ? xstrdup(ckpt) : NULL;
+        rank_run_as_from_json(json_object_get(desired, "run_as"), &r->run_as);
         r->hang_timeout_s = json_integer_value(json_object_get(desired, "hang_timeout_s"));
         r->hang_signal = (int) json_integer_value(json_object_get(desired, "hang_signal"));
         r->hang_signal_grace_s =

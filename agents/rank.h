@@ -32,6 +32,9 @@ typedef struct Rank {
         RankKey key;
         char *dir;
         char *checkpoint_dir; /* NULL when the job has none */
+        /* The account the rank runs as (do_switch false: the agent's own); the agent
+         * looks into checkpoint_dir as this account, never with its own rights. */
+        RankUser run_as;
         int64_t hang_timeout_s;
         int hang_signal; /* sent once a hang is seen, before it is reported; 0: none */
         int64_t hang_signal_grace_s;

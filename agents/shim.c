@@ -73,6 +73,69 @@ static int shim_switch_user(const RankUser *u) {
         return 0;
 }
 
+/* Leaves only fd, as descriptor 3; returns 3 (or -1). */
+static int shim_keep_only(int fd) {
+        if (dup2(fd, 3) < 0)
+                return -1;
+        if (close_range(4, ~0U, 0) < 0)
+                for (int i = 4; i < 1024; i++)
+                        close(i);
+        return 3;
+}
+
+/* Makes a pipe (close-on-exec) into fds and forks: the child's 0, the parent's pid, or
+ * -errno with nothing left open. */
+static pid_t shim_fork_with_pipe(int fds[2]) {
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid < 0) {
+                int r = -errno;
+                close(fds[0]);
+                close(fds[1]);
+                return r;
+        }
+        return pid;
+}
+
+int agent_shim_run_as(const RankUser *u, int (*fn)(void *arg, int fd), void *arg, char *buf,
+                      size_t size) {
+        if (size == 0)
+                return -EINVAL;
+        int fds[2];
+        pid_t pid = shim_fork_with_pipe(fds);
+        if (pid < 0)
+                return pid;
+        if (pid == 0) {
+                shim_secrets_wipe();
+                int out = shim_keep_only(fds[1]);
+                if (out < 0)
+                        _exit(SHIM_EXIT_LAUNCH_FAILED);
+                if (shim_switch_user(u) < 0)
+                        _exit(SHIM_EXIT_USER_REFUSED);
+                _exit(fn(arg, out) < 0 ? 1 : 0);
+        }
+        close(fds[1]);
+        size_t len = 0;
+        while (len < size - 1) {
+                ssize_t n = read(fds[0], buf + len, size - 1 - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                len += (size_t) n;
+        }
+        buf[len] = '\0';
+        close(fds[0]);
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                return 0;
+        return WIFEXITED(st) && WEXITSTATUS(st) == SHIM_EXIT_USER_REFUSED ? -EPERM : -EIO;
+}
+
 /* In the rank's process, before exec: it cannot start. A byte on fd 3 (closed by a
  * successful exec) tells the shim so, whatever exit code a program could also exit with. */
 _Noreturn static void shim_start_failed(int code) {
@@ -88,12 +151,9 @@ _Noreturn static void shim_exec_rank(const ShimLaunch *l, int start_fd) {
         /* Only 0, 1 and 2 reach the rank: 3 is the start-failure pipe, closed by exec,
          * and anything the agent opened without O_CLOEXEC (a library's socket) must not
          * leak either. */
-        if (dup2(start_fd, 3) < 0)
+        if (shim_keep_only(start_fd) < 0)
                 _exit(SHIM_EXIT_LAUNCH_FAILED);
         fcntl(3, F_SETFD, FD_CLOEXEC);
-        if (close_range(4, ~0U, 0) < 0)
-                for (int fd = 4; fd < 1024; fd++)
-                        close(fd);
 
         if (u && u->do_switch) {
                 int r = shim_switch_user(u);
@@ -276,16 +336,9 @@ static int shim_fds_setup(const char *log_path, int pipe_w) {
 
 int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_pid) {
         int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0)
-                return -errno;
-
-        pid_t mid = fork();
-        if (mid < 0) {
-                int r = -errno;
-                close(p[0]);
-                close(p[1]);
-                return r;
-        }
+        pid_t mid = shim_fork_with_pipe(p);
+        if (mid < 0)
+                return mid;
         if (mid == 0) {
                 /* The intermediate child: its only job is to orphan the shim. */
                 shim_secrets_wipe();

@@ -62,6 +62,17 @@ void agent_shim_forget_secret(int slot, char *secret);
  */
 int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_pid);
 
+/*
+ * Runs fn(arg, fd) in a short-lived child of the agent that has become u (groups, gid,
+ * uid, as a rank does; the agent's secrets wiped, no descriptor of the agent's but fd),
+ * so that it sees files with exactly the rank's permissions. What fn writes to fd comes
+ * back in buf (at most size - 1 bytes, NUL-terminated; the rest is dropped). Returns 0
+ * when fn returned >= 0, -EPERM when the child could not become u, -EIO when fn failed,
+ * another -errno when no child could run.
+ */
+int agent_shim_run_as(const RankUser *u, int (*fn)(void *arg, int fd), void *arg, char *buf,
+                      size_t size);
+
 /* Writes <rank_dir>/status atomically ("exit N", "signal N" or, for a rank that could not
  * start, "start N"); 0 or -errno. */
 int agent_shim_write_status(const char *rank_dir, RankExit status);

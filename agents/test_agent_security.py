@@ -221,6 +221,46 @@ class AgentSecurityTest(unittest.TestCase):
         self.assertEqual(self.fake.last_report(3, 0)["exit_code"], 126)
         self.assertIn("does not exist on this node", self.rank_log(3, 0))
 
+    @unittest.skipUnless(os.geteuid() == 0, "switching users needs root")
+    def test_checkpoints_are_read_as_the_jobs_user(self):
+        # Two jobs of nobody: one names a directory only root may list, the other one
+        # anybody may. The agent reports only what nobody itself can see, also once it
+        # has restarted and adopted the ranks.
+        self.fake = FakeController()
+        os.chmod(self.tmp, 0o755)
+        dirs = {}
+        for job, mode, step in ((1, 0o700, 40), (2, 0o755, 5)):
+            d = dirs[job] = os.path.join(self.tmp, "ckpt-%d" % job)
+            os.makedirs(os.path.join(d, "step_%08d" % step))
+            open(os.path.join(d, "step_%08d" % step, "index"), "w").close()
+            os.chmod(d, mode)
+        self.fake.desired = [dict(self.rank(job, "nobody", "exec sleep 60"),
+                                  checkpoint_dir=dirs[job]) for job in (1, 2)]
+
+        def reported(since):
+            with self.fake.lock:
+                syncs = [b for p, _, b in self.fake.requests[since:]
+                         if p.startswith("/v1/agent/sync")]
+            return {c["job"]: c for b in syncs for c in b.get("checkpoints", [])}
+
+        for restart in (False, True):
+            since = len(self.fake.requests)
+            if restart:
+                self.agent.kill()
+                self.agent.wait(10)
+            self.start_agent()
+            seen = wait_for("job 2's checkpoint", lambda: 2 in reported(since) and
+                            reported(since))
+            self.assertEqual(seen[2]["path"], os.path.join(dirs[2], "step_00000005"))
+            self.assertEqual(seen[2]["step"], 5)
+            self.assertNotIn(1, seen, "a step name from a directory nobody may not read")
+        # A directory the job's user may read is still seen as it changes.
+        os.makedirs(os.path.join(dirs[2], "step_00000010"))
+        open(os.path.join(dirs[2], "step_00000010", "index"), "w").close()
+        since = len(self.fake.requests)
+        wait_for("step 10", lambda: reported(since).get(2, {}).get("step") == 10)
+        self.assertNotIn(1, reported(0))
+
     def test_https_needs_the_right_ca(self):
         if not shutil.which("openssl"):
             self.skipTest("no openssl command")

@@ -24,6 +24,7 @@
 #include "routes.h"
 #include "util.h"
 #include "views.h"
+#include "wire.h"
 
 /* The OpenAPI document, embedded at build time from api/openapi.json. */
 extern const char api_openapi_json[];
@@ -347,8 +348,10 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
         }
         Rank *r = &job->ranks[rank];
         Node *node = ctl_node_find(api->ctl, r->node_name);
-        if (!node || !node->address) {
-                request_set_error(req, 404, "not_found", NULL, "the rank's node has no address");
+        /* Checked again here: a node stored by an older controller kept what it sent. */
+        if (!node || !node->address || !wire_address_valid(node->address)) {
+                request_set_error(req, 404, "not_found", NULL,
+                                  "the rank's node has no valid address");
                 return;
         }
         const char *follow = query(con, "follow");

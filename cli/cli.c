@@ -4,6 +4,7 @@
 
 #include <curl/curl.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct CliCommand {
         const char *name;
@@ -92,8 +93,25 @@ static const CliOption global_options[] = {
         {},
 };
 
-int cli_run(int argc, char **argv, FILE *out, FILE *err) {
-        CliContext ctx = {.out = out, .err = err};
+int cli_run(int argc, char **argv, FILE *raw_out, FILE *raw_err) {
+        /* What the controller sends (names, reasons, events, messages) is passed on from
+         * agents and ranks: nothing of it reaches a terminal as a control sequence. A
+         * rank's log is its own bytes: kept as they are for a pipe or file, escaped on a
+         * terminal (carriage returns, as progress bars use, kept). */
+        FILE *out = cli_escaping_stream(raw_out, false);
+        FILE *err = cli_escaping_stream(raw_err, false);
+        int out_fd = fileno(raw_out);
+        FILE *log_out =
+                out_fd >= 0 && isatty(out_fd) ? cli_escaping_stream(raw_out, true) : raw_out;
+        if (!out || !err || !log_out) {
+                fprintf(raw_err, "axctl: cannot set up the output streams\n");
+                if (out)
+                        fclose(out);
+                if (err)
+                        fclose(err);
+                return CLI_EXIT_FAILED;
+        }
+        CliContext ctx = {.out = out, .err = err, .log_out = log_out};
         /* A broken config file must not stand in the way of --help: it is reported
          * only when a command is about to run. */
         _cleanup_free_ char *config_error = NULL;
@@ -154,6 +172,10 @@ int cli_run(int argc, char **argv, FILE *out, FILE *err) {
         curl_global_cleanup();
 finish:
         cli_context_done(&ctx);
+        if (log_out != raw_out)
+                fclose(log_out);
+        fclose(out);
+        fclose(err);
         return r;
 }
 

@@ -39,8 +39,10 @@ typedef struct CliContext {
         char *token; /* bearer token, NULL for none; never printed */
         char *ca_file; /* CA bundle for https URLs, NULL: the system's */
         bool json; /* print the API's JSON instead of tables */
-        FILE *out;
+        FILE *out; /* control characters from the controller are escaped on both */
         FILE *err;
+        FILE *log_out; /* a rank's own bytes (logs): as they are unless stdout is a
+                        * terminal; NULL: out */
 } CliContext;
 
 /* Entry point of the whole tool: parses global options and runs one command. */
@@ -132,8 +134,12 @@ void cli_context_done(CliContext *ctx);
 
 /* ---- http.c: the REST client ---- */
 
+/* The most axctl reads of one answer into memory (a followed log is streamed instead). */
+#define CLI_MAX_ANSWER (64u << 20)
+
 typedef struct CliResponse {
         long status; /* HTTP status, 0 when the request did not complete */
+        bool too_large; /* the answer ran past CLI_MAX_ANSWER and was dropped */
         char *body; /* NUL-terminated, never NULL after a completed request */
         size_t len;
         char *error; /* transport error text when status is 0 */
@@ -197,6 +203,15 @@ static inline void cli_table_freep(CliTable **t) {
 /* Text of a JSON scalar for a table cell: strings as is, integers in decimal,
  * null/absent as "-"; owned by the caller. */
 char *cli_json_cell(const json_t *v);
+/*
+ * A stream that writes to `to` with what a terminal would act on made visible: C0
+ * control characters but newline and tab (and carriage return when keep_cr), DEL, and
+ * the C1 controls U+0080-U+009F print as \xNN or \u00NN, so that nothing the
+ * controller passes on from agents or ranks can move the cursor, retitle the window or
+ * write to the clipboard. Line-buffered; fclose flushes it (and `to`) but leaves `to`
+ * open. NULL when the stream cannot be made.
+ */
+FILE *cli_escaping_stream(FILE *to, bool keep_cr);
 /* Pretty JSON with sorted keys and a final newline. */
 void cli_json_print(FILE *f, const json_t *v);
 /* "<state>[: <reason>][ (exit code N)]" for a job view; owned by the caller. */

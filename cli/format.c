@@ -208,8 +208,62 @@ char *cli_json_cell(const json_t *v) {
         return s ? s : xstrdup("-");
 }
 
+typedef struct Escaper {
+        FILE *to;
+        bool keep_cr;
+        bool after_c2; /* the last byte was 0xc2, the lead byte of U+0080-U+00BF */
+} Escaper;
+
+static ssize_t escaper_write(void *cookie, const char *buf, size_t size) {
+        Escaper *e = cookie;
+        for (size_t i = 0; i < size; i++) {
+                unsigned char c = (unsigned char) buf[i];
+                if (e->after_c2) {
+                        e->after_c2 = false;
+                        if (c >= 0x80 && c <= 0x9f) {
+                                fprintf(e->to, "\\u%04x", c);
+                                continue;
+                        }
+                        fputc(0xc2, e->to);
+                }
+                if (c == 0xc2)
+                        e->after_c2 = true;
+                else if ((c < 0x20 && c != '\n' && c != '\t' && !(c == '\r' && e->keep_cr)) ||
+                         c == 0x7f)
+                        fprintf(e->to, "\\x%02x", c);
+                else
+                        fputc(c, e->to);
+        }
+        fflush(e->to);
+        return (ssize_t) size;
+}
+
+static int escaper_close(void *cookie) {
+        Escaper *e = cookie;
+        if (e->after_c2)
+                fputc(0xc2, e->to);
+        fflush(e->to);
+        free(e);
+        return 0;
+}
+
+FILE *cli_escaping_stream(FILE *to, bool keep_cr) {
+        Escaper *e = xcalloc(1, sizeof(*e));
+        *e = (Escaper){.to = to, .keep_cr = keep_cr};
+        FILE *f = fopencookie(
+                e, "w", (cookie_io_functions_t){.write = escaper_write, .close = escaper_close});
+        if (!f) {
+                free(e);
+                return NULL;
+        }
+        setvbuf(f, NULL, _IOLBF, 0);
+        return f;
+}
+
+/* ASCII only: a C1 control in a string is written as \u0080-\u009f, which the escaping
+ * stream leaves alone and every JSON reader decodes to the same string. */
 void cli_json_print(FILE *f, const json_t *v) {
-        json_dumpf(v, f, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        json_dumpf(v, f, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
         fputc('\n', f);
         fflush(f);
 }

@@ -49,6 +49,11 @@ static size_t sink_write(char *data, size_t size, size_t nmemb, void *userdata) 
                         return n;
                 }
         }
+        if (n > CLI_MAX_ANSWER - s->r->len) {
+                /* An endless answer must not take all memory: drop it. */
+                s->r->too_large = true;
+                return 0;
+        }
         if (s->r->len + n + 1 > s->cap) {
                 size_t cap = s->cap ? s->cap : 4096;
                 while (cap < s->r->len + n + 1)
@@ -92,7 +97,8 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
 
         _cleanup_free_ char *url = xasprintf("%s%s", ctx->url, req->path);
         char errbuf[CURL_ERROR_SIZE] = "";
-        Sink sink = {.curl = curl, .r = r, .stream_to = req->stream ? ctx->out : NULL};
+        FILE *log_out = ctx->log_out ? ctx->log_out : ctx->out;
+        Sink sink = {.curl = curl, .r = r, .stream_to = req->stream ? log_out : NULL};
         struct curl_slist *headers = NULL;
         headers = curl_slist_append(headers, "Accept: application/json");
         /* The API answers at once; waiting for "100 Continue" only adds a round trip. */
@@ -161,7 +167,11 @@ int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *
         curl_easy_getinfo(curl, CURLINFO_EFFECTIVE_URL, &final_url);
         r->final_url = xstrdup(final_url ? final_url : url);
         int ret = 0;
-        if (code != CURLE_OK) {
+        if (r->too_large) {
+                r->error = xasprintf("the answer is larger than %u MiB", CLI_MAX_ANSWER >> 20);
+                r->status = 0;
+                ret = -EFBIG;
+        } else if (code != CURLE_OK) {
                 r->error = transport_error(curl, code, errbuf);
                 r->status = 0;
                 ret = -EIO;
@@ -233,6 +243,11 @@ char *cli_api_error_reason(long status, const char *body) {
 }
 
 int cli_report_failure(const CliContext *ctx, const CliResponse *r) {
+        if (r->too_large) {
+                cli_error(ctx, "unexpected answer from %s: %s; not read",
+                          r->final_url ? r->final_url : ctx->url, r->error);
+                return CLI_EXIT_UNREACHABLE;
+        }
         if (r->status == 0) {
                 const char *u = r->final_url ? r->final_url : ctx->url;
                 if (strncmp(u, ctx->url, strlen(ctx->url)) == 0)

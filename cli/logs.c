@@ -153,7 +153,8 @@ static const char logs_help[] =
         "Usage: axctl logs JOB [--rank N] [--attempt A] [-f]\n"
         "\n"
         "Prints a rank's log (rank 0 and the latest attempt by default) to stdout as it\n"
-        "is, fetched from the node that ran the rank.\n"
+        "is, fetched from the node that ran the rank. On a terminal, control characters\n"
+        "but newline, tab and carriage return are shown as \\xNN (pipe it to keep them).\n"
         "\n"
         "  --rank N       which rank (default 0)\n"
         "  --attempt A    which attempt (default the latest)\n"
@@ -250,7 +251,8 @@ static void events_add(const CliContext *ctx, CliTable *t, json_t *events, int64
                 if (job > 0 && json_integer_value(json_object_get(e, "job")) != job)
                         continue;
                 if (ctx->json) {
-                        char *line = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
+                        char *line =
+                                json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
                         fprintf(ctx->out, "%s\n", line ? line : "{}");
                         free(line);
                         continue;

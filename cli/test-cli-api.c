@@ -14,6 +14,7 @@
 #include <assert.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -64,9 +65,39 @@ static const char *job_json(int id, const char *state, const char *reason, const
         return buf;
 }
 
+/* An answer without an end (no length, never closed by the server): the client must
+ * stop reading it. Sends at most 80 MiB, fewer when the client hangs up. */
+static void send_endless(int fd) {
+        static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                   "Connection: close\r\n\r\n{\"events\": [";
+        if (write(fd, head, sizeof(head) - 1) < 0)
+                return;
+        static char chunk[1 << 20];
+        memset(chunk, ' ', sizeof(chunk));
+        for (int i = 0; i < 80; i++)
+                if (write(fd, chunk, sizeof(chunk)) < 0)
+                        return;
+}
+
+/* Job 16 was submitted by someone who put terminal controls where the table shows them
+ * (a reason as a hostile node would report it; a C1 CSI in the user name). */
+static const char hostile_job[] =
+        "{\"id\": 16, \"name\": \"job16\", \"project\": \"default\", \"user\": \"a\\u009b2Jb\","
+        " \"priority\": 0, \"state\": \"failed\", \"attempt\": 1, \"restarts\": 0,"
+        " \"reason\": \"node says \\u001b]52;c;cHduZWQ=\\u0007\\u001b[2J\\rok\", \"exit_code\": 1,"
+        " \"created_at\": \"2020-01-01T00:00:00.000Z\", \"ranks\": [], \"attempts\": []}";
+
 static void route(int fd) {
         const char *t = fake.target;
         char extra[1200];
+        if (strcmp(t, "/v1/jobs/16") == 0)
+                return send_response(fd, 200, NULL, hostile_job);
+        if (strcmp(t, "/v1/jobs/16/cancel") == 0)
+                return send_response(fd, 409, NULL,
+                                     "{\"error\": {\"code\": \"conflict\", \"message\":"
+                                     " \"\\u001b[31mred\\u007f\"}}");
+        if (strcmp(t, "/v1/jobs/16/events") == 0)
+                return send_endless(fd);
         if (strcmp(fake.method, "POST") == 0 && strcmp(t, "/v1/jobs") == 0) {
                 if (strstr(fake.body, "\"ranks\":0"))
                         return send_response(
@@ -480,6 +511,45 @@ static void test_auth(void) {
         unsetenv("AXCTL_TOKEN");
 }
 
+/* Nothing from the server reaches the terminal as a control; answers are bounded. */
+static void test_hostile_answers(void) {
+        Run r = run((char *[]){"status", "16", NULL});
+        assert(r.code == 0);
+        assert(!strchr(r.out, '\x1b') && !strchr(r.out, '\a') && !strchr(r.out, '\r'));
+        assert(!strstr(r.out, "\xc2\x9b"));
+        assert(strstr(r.out, "user:       a\\u009b2Jb\n"));
+        assert(strstr(r.out, "reason:     node says \\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\x0dok"));
+        run_done(&r);
+        /* --json stays JSON, with the controls as JSON escapes. */
+        r = run((char *[]){"status", "16", "--json", NULL});
+        assert(r.code == 0 && !strchr(r.out, '\x1b') && !strstr(r.out, "\xc2\x9b"));
+        _cleanup_json_ json_t *doc = json_loads(r.out, 0, NULL);
+        assert(strcmp(json_string_value(json_object_get(doc, "user")), "a\xc2\x9b"
+                                                                       "2Jb") == 0);
+        run_done(&r);
+        expect(run((char *[]){"cancel", "16", NULL}), 1, "",
+               "axctl: conflict: \\x1b[31mred\\x7f\n");
+
+        /* An answer that never ends is dropped at 64 MiB with one line, not buffered. */
+        r = run((char *[]){"events", "16", NULL});
+        assert(r.code == 5);
+        assert(strstr(r.err, "axctl: unexpected answer from http://127.0.0.1:"));
+        assert(strstr(r.err, "/v1/jobs/16/events: the answer is larger than 64 MiB; not read\n"));
+        assert(strcmp(r.out, "") == 0);
+        run_done(&r);
+
+        /* A rank's log goes to a pipe or file as it is. */
+        char *raw = NULL;
+        size_t n;
+        FILE *f = open_memstream(&raw, &n);
+        FILE *esc = cli_escaping_stream(f, true);
+        fputs("tab\tcr\rbell\aesc\x1b[0m c1\xc2\x85 e\xc3\xa9 end\xc2", esc);
+        fclose(esc);
+        fclose(f);
+        assert(strcmp(raw, "tab\tcr\rbell\\x07esc\\x1b[0m c1\\u0085 e\xc3\xa9 end\xc2") == 0);
+        free(raw);
+}
+
 static void test_config(void) {
         _cleanup_free_ char *dir = check_tmpdir("axctl-cfg");
         _cleanup_free_ char *path = xasprintf("%s/config", dir);
@@ -527,6 +597,13 @@ static void test_config(void) {
         setenv("AXCTL_CONFIG", missing, 1);
         expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "", "No such file or directory");
 
+        /* A FIFO (or any file that is not a regular one) is refused, never waited on. */
+        _cleanup_free_ char *fifo = xasprintf("%s/fifo", dir);
+        assert(mkfifo(fifo, 0600) == 0);
+        setenv("AXCTL_CONFIG", fifo, 1);
+        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "", "is not a regular file\n");
+        unlink(fifo);
+
         /* The default location under $XDG_CONFIG_HOME; absent is fine. */
         unsetenv("AXCTL_CONFIG");
         setenv("XDG_CONFIG_HOME", dir, 1);
@@ -561,6 +638,7 @@ int main(void) {
         unsetenv("AXCTL_CA_FILE");
         unsetenv("AXCTL_URL");
         setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
+        signal(SIGPIPE, SIG_IGN); /* the endless answer's client hangs up */
         fake_start();
         test_submit();
         test_wait();
@@ -570,6 +648,7 @@ int main(void) {
         test_logs();
         test_nodes();
         test_auth();
+        test_hostile_answers();
         test_config();
         printf("cli-api: ok\n");
         return 0;

@@ -104,6 +104,48 @@ static void test_register(void) {
         CHECK_STR(register_error("{\"node\":\"n\",\"inventory\":{\"cpus\":1,"
                                  "\"accelerators\":[{\"index\":0}]}}"),
                   "inventory.accelerators");
+        /* The address is host:port and nothing a URL would read as more. */
+        static const char *const good_addresses[] = {"127.0.0.1:4000", "node-1.example.com:1",
+                                                     "n_2:65535", "[::1]:8", "[fe80::1]:80"};
+        static const char *const bad_addresses[] = {"127.0.0.1:18495/secret?",
+                                                    "127.0.0.1:80?x=1",
+                                                    "user@host:80",
+                                                    "host:80#frag",
+                                                    "host",
+                                                    "host:",
+                                                    "host:0",
+                                                    "host:65536",
+                                                    "host:080",
+                                                    "host:+80",
+                                                    "host:80 ",
+                                                    "ho st:80",
+                                                    ":80",
+                                                    "-host:80",
+                                                    "host:80:81",
+                                                    "[::1]",
+                                                    "[::1]:",
+                                                    "[nope]:80",
+                                                    "[::1]x:80",
+                                                    "[]:80",
+                                                    "[::1%eth0]:80",
+                                                    "a\tb:80",
+                                                    "h\\x:1"};
+        for (size_t i = 0; i < ELEMENTSOF(good_addresses); i++) {
+                CHECK(wire_address_valid(good_addresses[i]));
+                t = xasprintf("{\"node\":\"n\",\"address\":\"%s\",%s}", good_addresses[i], inv);
+                CHECK_STR(register_error(t), "(ok)");
+                free(t);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bad_addresses); i++) {
+                CHECK(!wire_address_valid(bad_addresses[i]));
+                json_t *body = json_pack("{s:s,s:s,s:{s:i}}", "node", "n", "address",
+                                         bad_addresses[i], "inventory", "cpus", 1);
+                WireRegister r;
+                JsonError address_err = {0};
+                CHECK(wire_register_parse(body, &r, &address_err) < 0);
+                CHECK_STR(address_err.field, "address");
+                json_decref(body);
+        }
         t = xasprintf("{\"node\":\"n\",\"colour\":\"red\",%s}", inv);
         CHECK_STR(register_error(t), "colour");
         free(t);

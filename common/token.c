@@ -54,7 +54,9 @@ static void buffer_free(char *buf) {
 }
 
 int token_file_load(const char *path, char **ret_data, struct stat *ret_st, char **ret_error) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer; it is refused
+         * below like every other file that is not a regular one. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
                 int r = -errno;
                 *ret_error = xasprintf("cannot open %s: %s", path,

@@ -2,9 +2,48 @@
 /* The register request and its answer: encoder and strict decoder of each; see wire.h. */
 #include "wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <string.h>
 
 /* Absent optional strings and labels are left out, as the decoder reads them. */
+bool wire_address_valid(const char *address) {
+        const char *colon;
+        if (address[0] == '[') {
+                /* [IPv6]:port, the address as inet_pton reads it, without a zone. */
+                const char *close = strchr(address, ']');
+                char ip[INET6_ADDRSTRLEN];
+                struct in6_addr unused;
+                size_t n = close ? (size_t) (close - address - 1) : 0;
+                if (!close || n == 0 || n >= sizeof(ip) || close[1] != ':')
+                        return false;
+                memcpy(ip, address + 1, n);
+                ip[n] = '\0';
+                if (inet_pton(AF_INET6, ip, &unused) != 1)
+                        return false;
+                colon = close + 1;
+        } else {
+                /* A host name or an IPv4 address: nothing a URL could read as a path,
+                 * query, user or another port ('/', '?', '#', '@', ':'). */
+                colon = strchr(address, ':');
+                size_t n = colon ? (size_t) (colon - address) : 0;
+                if (n == 0 || n > 253 || address[0] == '-' || address[0] == '.')
+                        return false;
+                for (const char *p = address; p < colon; p++)
+                        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                              (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
+                                return false;
+        }
+        const char *port = colon + 1;
+        size_t digits = strspn(port, "0123456789");
+        if (digits == 0 || digits > 5 || port[digits] != '\0' || port[0] == '0')
+                return false;
+        long value = 0;
+        for (size_t i = 0; i < digits; i++)
+                value = value * 10 + (port[i] - '0');
+        return value <= 65535;
+}
+
 json_t *wire_register_encode(const WireRegister *r) {
         return json_pack("{s:s, s:s*, s:s*, s:s*, s:s*, s:O*, s:{s:i, s:I, s:i, s:O*}}", "node",
                          r->node, "hostname", r->hostname, "address", r->address, "boot_id",
@@ -35,6 +74,11 @@ int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
                       (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.'))
                         return json_error_set(err, "node",
                                               "may only contain letters, digits, '-', '_', '.'");
+        /* The controller makes URLs of it (the log proxy): host and port, nothing else. */
+        if (r.address && !wire_address_valid(r.address))
+                return json_error_set(err, "address",
+                                      "must be host:port (a host name, an IPv4 address or "
+                                      "[an IPv6 address], and a port from 1 to 65535)");
         json_t *inv = json_object_get(json, "inventory");
         if (!json_is_object(inv))
                 return json_error_set(err, "inventory", "must be an object");

@@ -59,6 +59,9 @@ typedef struct WireRegister {
 } WireRegister;
 
 json_t *wire_register_encode(const WireRegister *r);
+/* True for "host:port" only: a host name or IPv4 address ([A-Za-z0-9._-], at most 253
+ * bytes) or a bracketed IPv6 address, and a port from 1 to 65535 without leading zeros. */
+bool wire_address_valid(const char *address);
 int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err);
 
 typedef struct WireRegisterAnswer {

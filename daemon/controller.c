@@ -25,6 +25,8 @@
  * most one pass per this interval keeps the cost per submit constant.
  */
 #define SCHED_MIN_INTERVAL_MS 5
+/* How often an idle controller checks that its database file is still in place. */
+#define CTL_FILE_CHECK_MS 1000
 
 int ctl_new(const CtlConfig *config, Controller **ret) {
         Controller *ctl = xcalloc(1, sizeof(Controller));
@@ -98,6 +100,8 @@ int64_t ctl_next_deadline_ms(Controller *ctl) {
         }
         if (ctl->sched.next_restart_ms < next)
                 next = ctl->sched.next_restart_ms;
+        if (ctl->next_file_check_ms < next)
+                next = ctl->next_file_check_ms;
         if (ctl->turn.effects & TURN_SCHEDULE) {
                 int64_t t = ctl->sched.last_pass_ms + SCHED_MIN_INTERVAL_MS;
                 if (t < next)
@@ -106,10 +110,37 @@ int64_t ctl_next_deadline_ms(Controller *ctl) {
         return next;
 }
 
+/*
+ * Fails the turn when the database file was deleted or replaced: SQLite would go on
+ * committing into a file that the next start never sees, so nothing more may be
+ * acknowledged. False when it did.
+ */
+static bool ctl_database_file_ok(Controller *ctl) {
+        int r = store_check_file(ctl->store);
+        if (r == 0)
+                return true;
+        if (r == -ENOENT)
+                turn_fail(&ctl->turn, r, "the database file %s was deleted or moved away",
+                          ctl->cfg.db_path);
+        else if (r == -ESTALE)
+                turn_fail(&ctl->turn, r, "the database file %s was replaced by another file",
+                          ctl->cfg.db_path);
+        else
+                turn_fail(&ctl->turn, r, "cannot check the database file %s: %s", ctl->cfg.db_path,
+                          strerror(-r));
+        return false;
+}
+
 void ctl_tick(Controller *ctl) {
         if (ctl_failure(ctl))
                 return; /* stopping: nothing more is written */
         int64_t now = util_now_ms();
+        /* Writes check before they commit; this is for /healthz while nothing is written. */
+        if (now >= ctl->next_file_check_ms) {
+                ctl->next_file_check_ms = now + CTL_FILE_CHECK_MS;
+                if (!ctl_database_file_ok(ctl))
+                        return;
+        }
         nodes_tick(ctl, now);
         jobs_tick(ctl, now);
         if (ctl->sched.next_restart_ms <= now)
@@ -169,6 +200,8 @@ int ctl_end_turn(Controller *ctl) {
         struct timespec start;
         clock_gettime(CLOCK_MONOTONIC, &start);
         int r = t->failed;
+        if (r >= 0 && t->tx_open && !ctl_database_file_ok(ctl))
+                r = t->failed;
         if (r >= 0 && (r = persist_dirty(t)) < 0)
                 turn_fail(t, r, "cannot write the turn: %s", store_last_error(ctl->store));
         if (r >= 0 && (r = store_commit(ctl->store)) < 0)

@@ -231,8 +231,9 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
         int r = submit_parse(spec_json, &spec, &text, err);
         if (r < 0)
                 return r;
-        Job *existing =
-                idempotency_key ? strmap_get(ctl->model.idempotency, idempotency_key) : NULL;
+        Job *existing = idempotency_key
+                                ? model_job_by_key(&ctl->model, spec->project, idempotency_key)
+                                : NULL;
         if (existing) {
                 bool same = strcmp(existing->spec_text, text) == 0;
                 free(text);

@@ -51,13 +51,26 @@ void model_active_add(Model *m, Job *job) {
         job->active = true;
 }
 
+/* A project name has no '/' (spec.c), so "<project>/<key>" is unambiguous. */
+static char *idempotency_scoped(const char *project, const char *key) {
+        return xasprintf("%s/%s", project, key);
+}
+
+Job *model_job_by_key(const Model *m, const char *project, const char *key) {
+        _cleanup_free_ char *scoped = idempotency_scoped(project, key);
+        return strmap_get(m->idempotency, scoped);
+}
+
 void model_job_add(Model *m, Job *job) {
         GROW(m->jobs, m->n_jobs, m->cap_jobs);
         m->jobs[m->n_jobs++] = job;
         if (job->id >= m->next_job_id)
                 m->next_job_id = job->id + 1;
-        if (job->idempotency_key)
-                strmap_put(m->idempotency, job->idempotency_key, job);
+        if (job->idempotency_key) {
+                _cleanup_free_ char *scoped =
+                        idempotency_scoped(job->spec->project, job->idempotency_key);
+                strmap_put(m->idempotency, scoped, job);
+        }
         if (!job_state_is_terminal(job->state))
                 model_active_add(m, job);
 }

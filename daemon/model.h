@@ -159,7 +159,7 @@ typedef struct Model {
         int n_jobs, cap_jobs;
         Job **active; /* jobs not terminal, or with ranks that may still be alive */
         int n_active, cap_active;
-        StrMap *idempotency; /* key -> Job */
+        StrMap *idempotency; /* "<project>/<key>" -> Job: a key is its project's own */
         StrMap *node_index; /* name -> Node */
         Node **nodes; /* never removed; Node.index is the position */
         int n_nodes, cap_nodes;
@@ -172,6 +172,8 @@ Job *model_job_find(const Model *m, int64_t id);
 Node *model_node_find(const Model *m, const char *name);
 /* Adds a job (ids ascend) and indexes its idempotency key; active unless terminal. */
 void model_job_add(Model *m, Job *job);
+/* The job of project that was submitted with idempotency key, or NULL. */
+Job *model_job_by_key(const Model *m, const char *project, const char *key);
 void model_active_add(Model *m, Job *job);
 /* Drops jobs that are over and hold nothing from the active list. */
 void model_active_prune(Model *m);

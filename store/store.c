@@ -6,9 +6,12 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -55,7 +58,24 @@ static const char *const migrations[] = {
         "  revoked_ms INTEGER);",
         /* 4: the agent holding a node, so a restarted controller refuses a second one */
         "ALTER TABLE node ADD COLUMN agent_id TEXT;",
-        /* 5: a job's failures in a row without progress and its best step survive a
+        /* 5: idempotency keys are a project's own: the same key in another project is
+         * another key. SQLite cannot drop a column's UNIQUE, so the table is rebuilt. */
+        "CREATE TABLE job_new ("
+        "  id INTEGER PRIMARY KEY, name TEXT NOT NULL, project TEXT NOT NULL,"
+        "  user TEXT NOT NULL, priority INTEGER NOT NULL, spec TEXT NOT NULL,"
+        "  state TEXT NOT NULL, attempt INTEGER NOT NULL, restarts INTEGER NOT NULL,"
+        "  reason TEXT NOT NULL, exit_code INTEGER, created_ms INTEGER NOT NULL,"
+        "  started_ms INTEGER, finished_ms INTEGER, idempotency_key TEXT,"
+        "  ckpt_step INTEGER, ckpt_path TEXT, avoid_node TEXT,"
+        "  tier INTEGER NOT NULL DEFAULT 0, queued_ms INTEGER);"
+        "INSERT INTO job_new SELECT id, name, project, user, priority, spec, state, attempt,"
+        "  restarts, reason, exit_code, created_ms, started_ms, finished_ms, idempotency_key,"
+        "  ckpt_step, ckpt_path, avoid_node, tier, queued_ms FROM job;"
+        "DROP TABLE job;"
+        "ALTER TABLE job_new RENAME TO job;"
+        "CREATE INDEX job_state ON job(state);"
+        "CREATE UNIQUE INDEX job_idempotency ON job(project, idempotency_key);",
+        /* 6: a job's failures in a row without progress and its best step survive a
          * restart of the controller, so the crash-loop limit cannot be reset by one */
         "ALTER TABLE job ADD COLUMN quick_failures INTEGER NOT NULL DEFAULT 0;"
         "ALTER TABLE job ADD COLUMN best_step INTEGER;",
@@ -84,7 +104,7 @@ static const char *const statement_sql[_STMT_MAX] = {
                          " queued_ms, quick_failures, best_step)"
                          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
                          /* An upsert, not REPLACE: REPLACE would silently delete another
-                          * job that holds the same idempotency key. */
+                          * job of the project that holds the same idempotency key. */
                          " ON CONFLICT(id) DO UPDATE SET state=excluded.state,"
                          " attempt=excluded.attempt, restarts=excluded.restarts,"
                          " reason=excluded.reason, exit_code=excluded.exit_code,"
@@ -126,6 +146,11 @@ struct Store {
         sqlite3 *db;
         sqlite3_stmt *stmts[_STMT_MAX];
         bool in_transaction;
+        char *path;
+        /* The file SQLite opened, held to compare with what the path names now. Closed
+         * only after SQLite's own descriptor: closing any descriptor of the file drops
+         * the process's POSIX locks on it, SQLite's included. */
+        int file_fd;
 };
 
 /* Maps SQLite's result codes onto errno values, so callers never see SQLite codes. */
@@ -166,7 +191,8 @@ static int exec(Store *store, const char *sql) {
         return errno_from_sqlite(sqlite3_exec(store->db, sql, NULL, NULL, NULL));
 }
 
-static int migrate(Store *store) {
+/* Applies the migrations after the database's own, up to the first `version`. */
+static int migrate(Store *store, int version_wanted) {
         sqlite3_stmt *st;
         int rc = sqlite3_prepare_v2(store->db, "PRAGMA user_version", -1, &st, NULL);
         if (rc != SQLITE_OK)
@@ -175,7 +201,7 @@ static int migrate(Store *store) {
         sqlite3_finalize(st);
         if (version > (int) ELEMENTSOF(migrations))
                 return -EPROTO; /* written by a newer axctld */
-        for (int v = version; v < (int) ELEMENTSOF(migrations); v++) {
+        for (int v = version; v < version_wanted; v++) {
                 int r = exec(store, "BEGIN IMMEDIATE");
                 if (r < 0)
                         return r;
@@ -194,8 +220,26 @@ static int migrate(Store *store) {
         return 0;
 }
 
-int store_open(const char *path, Store **ret_store) {
+/*
+ * Creates the database file 0600 whatever the umask, unless it exists: SQLite would make
+ * it 0644 less the umask, and it makes the -wal and -shm files with the database's own
+ * mode, so all three stay private to the controller's account. The database holds every
+ * job's environment and the token hashes. Any error is left for SQLite to report.
+ */
+static void store_create_private(const char *path) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return;
+        (void) fchmod(fd, 0600);
+        close(fd);
+}
+
+/* Opens path with the migrations up to version applied; statements only when prepare. */
+static int store_open_version(const char *path, int version, bool prepare, Store **ret_store) {
+        store_create_private(path);
         Store *store = xcalloc(1, sizeof(Store));
+        store->path = xstrdup(path);
+        store->file_fd = -1;
         int rc = sqlite3_open_v2(path, &store->db,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                  NULL);
@@ -206,9 +250,14 @@ int store_open(const char *path, Store **ret_store) {
         /* WAL + FULL: a commit is on disk when it returns, so a 2xx means durable. */
         if ((r = exec(store, "PRAGMA journal_mode = WAL")) < 0 ||
             (r = exec(store, "PRAGMA synchronous = FULL")) < 0 ||
-            (r = exec(store, "PRAGMA foreign_keys = ON")) < 0 || (r = migrate(store)) < 0)
+            (r = exec(store, "PRAGMA foreign_keys = ON")) < 0 || (r = migrate(store, version)) < 0)
                 goto fail;
-        for (int i = 0; i < _STMT_MAX; i++) {
+        store->file_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (store->file_fd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        for (int i = 0; prepare && i < _STMT_MAX; i++) {
                 rc = sqlite3_prepare_v3(store->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                         &store->stmts[i], NULL);
                 if ((r = errno_from_sqlite(rc)) < 0)
@@ -221,14 +270,39 @@ fail:
         return r;
 }
 
+int store_open(const char *path, Store **ret_store) {
+        return store_open_version(path, (int) ELEMENTSOF(migrations), true, ret_store);
+}
+
+int store_create_at_version(const char *path, int version) {
+        Store *store = NULL;
+        int r = store_open_version(path, version, false, &store);
+        store_close(store);
+        return r;
+}
+
 Store *store_close(Store *store) {
         if (!store)
                 return NULL;
         for (int i = 0; i < _STMT_MAX; i++)
                 sqlite3_finalize(store->stmts[i]);
         sqlite3_close_v2(store->db);
+        if (store->file_fd >= 0)
+                close(store->file_fd);
+        free(store->path);
         free(store);
         return NULL;
+}
+
+int store_check_file(Store *store) {
+        struct stat open_st, path_st;
+        if (fstat(store->file_fd, &open_st) < 0 || stat(store->path, &path_st) < 0)
+                return -errno;
+        /* A path that names the open file is one of its links, so this also covers
+         * st_nlink == 0 (deleted): its path then names nothing (ENOENT) or another file. */
+        if (path_st.st_dev != open_st.st_dev || path_st.st_ino != open_st.st_ino)
+                return -ESTALE;
+        return 0;
 }
 
 int store_begin(Store *store) {

@@ -98,6 +98,16 @@ typedef struct StoreEvent {
 /* Opens (creating if needed) and migrates the database. 0 or -errno. */
 int store_open(const char *path, Store **ret_store);
 Store *store_close(Store *store);
+/*
+ * Checks that the database file is still the one opened: -ENOENT when it was deleted
+ * (or moved away: its path names nothing), -ESTALE when the path now names another
+ * file, another -errno when that cannot be told; 0 when it is. Commits to a file that
+ * is gone are lost at the next start. Costs two stat calls.
+ */
+int store_check_file(Store *store);
+/* Creates path as an older axctld left it, with only the first `version` migrations
+ * applied, and closes it: for the tests of upgrades. 0 or -errno. */
+int store_create_at_version(const char *path, int version);
 /* Human-readable text of the last SQLite failure, for logs. */
 const char *store_last_error(Store *store);
 

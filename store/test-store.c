@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit test of the SQLite store: migrations, upserts, transactions, reloading. */
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../tests/unit/check.h"
 #include "store.h"
@@ -34,6 +36,82 @@ static int check_rank(void *ud, const StoreRank *r) {
         CHECK_INT(r->attempt, 2); /* only the job's current attempt is loaded */
         CHECK(r->alive);
         return 0;
+}
+
+static int collect_keys(void *ud, const StoreJob *j) {
+        char *keys = ud;
+        char one[64];
+        snprintf(one, sizeof(one), "%lld:%s/%s ", (long long) j->id, j->project,
+                 j->idempotency_key ? j->idempotency_key : "-");
+        strcat(keys, one);
+        return 0;
+}
+
+/* An idempotency key is a project's own; a database of version 4 (one key per
+ * controller) is upgraded with its jobs intact. */
+static void test_idempotency_key_per_project(const char *dir) {
+        _cleanup_free_ char *path = xasprintf("%s/v4.db", dir);
+        CHECK_INT(store_create_at_version(path, 4), 0);
+        sqlite3 *db;
+        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+        CHECK_INT(sqlite3_exec(db,
+                               "INSERT INTO job (id, name, project, user, priority, spec, state,"
+                               " attempt, restarts, reason, created_ms, idempotency_key)"
+                               " VALUES (1, 'a', 'p1', 'u', 0, '{}', 'pending', 0, 0, '', 1, 'k'),"
+                               " (2, 'b', 'p1', 'u', 0, '{}', 'pending', 0, 0, '', 1, NULL);",
+                               NULL, NULL, NULL),
+                  SQLITE_OK);
+        /* Version 4 knew one key per controller: another project could not have it. */
+        CHECK(sqlite3_exec(db,
+                           "INSERT INTO job (id, name, project, user, priority, spec, state,"
+                           " attempt, restarts, reason, created_ms, idempotency_key)"
+                           " VALUES (3, 'c', 'p2', 'u', 0, '{}', 'pending', 0, 0, '', 1, 'k');",
+                           NULL, NULL, NULL) != SQLITE_OK);
+        sqlite3_close(db);
+
+        Store *s = NULL;
+        CHECK_INT(store_open(path, &s), 0);
+        StoreJob job = {.id = 3,
+                        .name = "c",
+                        .project = "p2",
+                        .user = "u",
+                        .spec = "{}",
+                        .state = "pending",
+                        .reason = "",
+                        .exit_code = STORE_NONE,
+                        .created_ms = 1,
+                        .started_ms = STORE_NONE,
+                        .finished_ms = STORE_NONE,
+                        .idempotency_key = "k",
+                        .ckpt_step = STORE_NONE};
+        CHECK_INT(store_begin(s), 0);
+        CHECK_INT(store_job_put(s, &job), 0);
+        CHECK_INT(store_commit(s), 0);
+        /* Within one project a key still names one job. */
+        job.id = 4;
+        job.project = "p1";
+        CHECK_INT(store_begin(s), 0);
+        CHECK_INT(store_job_put(s, &job), -EEXIST);
+        CHECK_INT(store_rollback(s), 0);
+        char keys[256] = "";
+        CHECK_INT(store_jobs_load(s, collect_keys, keys), 0);
+        CHECK_STR(keys, "1:p1/k 2:p1/- 3:p2/k ");
+        store_close(s);
+}
+
+/* The store tells when its file was deleted or replaced under it. */
+static void test_check_file(const char *dir) {
+        _cleanup_free_ char *path = xasprintf("%s/moved.db", dir);
+        _cleanup_free_ char *other = xasprintf("%s/other.db", dir);
+        Store *s = NULL;
+        CHECK_INT(store_open(path, &s), 0);
+        CHECK_INT(store_check_file(s), 0);
+        CHECK_INT(util_write_file_atomic(other, "x", 1), 0);
+        CHECK_INT(rename(other, path), 0);
+        CHECK_INT(store_check_file(s), -ESTALE);
+        CHECK_INT(unlink(path), 0);
+        CHECK_INT(store_check_file(s), -ENOENT);
+        store_close(s);
 }
 
 int main(void) {
@@ -116,6 +194,8 @@ int main(void) {
         CHECK_INT(util_write_file_atomic(bad, "this is not sqlite, just some text....", 38), 0);
         CHECK(store_open(bad, &s) < 0);
         CHECK(!s);
+        test_idempotency_key_per_project(dir);
+        test_check_file(dir);
         util_rm_rf(dir);
         printf("store: ok\n");
         return 0;

@@ -3,7 +3,12 @@
 rolled back, its requests and every later one get 503 `unavailable`, /healthz says why,
 axctld exits non-zero for systemd to restart it, and every job it acknowledged before is
 there after the restart. The database sits on a 4 MiB tmpfs that fills up (needs root,
-as CI has)."""
+as CI has).
+
+A database file deleted or replaced under a running controller (issue 12) is the same
+failure: SQLite would go on committing into a file the next start never sees, so the
+next write gets 503 and nothing more is acknowledged; an idle controller notices within
+about a second, and /healthz says so."""
 
 import os
 import shutil
@@ -80,6 +85,52 @@ class StoreFailureTest(axtest.ClusterTestCase):
             self.assertEqual(jobs[job_id]["name"], name)
             self.assertEqual(c.job(job_id)["spec"]["env"]["PAD_15"], big)
         self.assertEqual(len(jobs), len(acknowledged), "a job that got 503 was kept")
+
+    def assert_stops(self, c, why):
+        """Nothing is acknowledged any more, /healthz says why, axctld exits non-zero."""
+        status, body, _ = c.api("POST", "/v1/jobs", {"command": ["/bin/true"], "ranks": 1})
+        self.assertEqual(status, 503, body)
+        self.assertEqual(body["error"]["code"], "unavailable", body)
+        self.assertIn(why, body["error"]["message"])
+        try:
+            status, body, _ = c.api("GET", "/healthz", timeout=1)
+            self.assertEqual((status, body["status"]), (503, "failed"), body)
+            self.assertIn(why, body["reason"])
+        except OSError:
+            pass  # it may already have exited; the exit status below still counts
+        proc = c.controller.proc
+        axtest.wait_for(lambda: proc.poll() is not None, 10, "axctld to exit")
+        self.assertNotEqual(proc.returncode, 0)
+
+    def test_deleted_database_stops_acknowledging(self):
+        c = self.start_cluster(0)
+        c.submit({"command": ["/bin/true"], "ranks": 1})
+        os.unlink(c.db)
+        self.assert_stops(c, "was deleted or moved away")
+
+    def test_replaced_database_stops_acknowledging(self):
+        c = self.start_cluster(0)
+        c.submit({"command": ["/bin/true"], "ranks": 1})
+        shutil.copy(c.db, c.db + ".copy")
+        os.rename(c.db + ".copy", c.db)
+        self.assert_stops(c, "was replaced by another file")
+
+    def test_idle_controller_notices_a_deleted_database(self):
+        c = self.start_cluster(0)
+        os.unlink(c.db)
+
+        def failed():
+            try:
+                status, body, _ = c.api("GET", "/healthz", timeout=1)
+            except OSError:
+                return "exited"
+            return status == 503 and body["reason"]
+        reason = axtest.wait_for(failed, 5, "/healthz to report the deleted database")
+        if reason != "exited":
+            self.assertIn("was deleted or moved away", reason)
+        proc = c.controller.proc
+        axtest.wait_for(lambda: proc.poll() is not None, 10, "axctld to exit")
+        self.assertNotEqual(proc.returncode, 0)
 
 
 if __name__ == "__main__":
