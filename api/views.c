@@ -141,6 +141,8 @@ static void add_desired(void *userdata, Job *job, Rank *rank) {
                 .accelerator = spec->accelerator,
                 .checkpoint_dir = spec->checkpoint_dir,
                 .hang_timeout_s = spec->hang_timeout_s,
+                .cpus = spec->cpus,
+                .memory_mb = spec->memory_mb,
         };
 }
 

@@ -11,7 +11,7 @@ static json_t *int_or_null(int64_t v, int64_t none) {
         return v == none ? json_null() : json_integer(v);
 }
 
-/* Unknown values are null; hung and start_failed appear only when true. */
+/* Unknown values are null; hung, start_failed and oom_killed appear only when true. */
 static json_t *encode_rank(const WireRankReport *r) {
         json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "job",
                               (json_int_t) r->job, "attempt", r->attempt, "rank", r->rank, "state",
@@ -22,6 +22,8 @@ static json_t *encode_rank(const WireRankReport *r) {
                 json_object_set_new(o, "hung", json_true());
         if (r->start_failed)
                 json_object_set_new(o, "start_failed", json_true());
+        if (r->oom_killed)
+                json_object_set_new(o, "oom_killed", json_true());
         return o;
 }
 
@@ -43,9 +45,9 @@ json_t *wire_sync_encode(const WireSync *s) {
 }
 
 static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
-        static const char *const keys[] = {"job",  "attempt",      "rank",   "state",
-                                           "pid",  "exit_code",    "signal", "step",
-                                           "hung", "start_failed", NULL};
+        static const char *const keys[] = {"job",  "attempt",      "rank",       "state",
+                                           "pid",  "exit_code",    "signal",     "step",
+                                           "hung", "start_failed", "oom_killed", NULL};
         int k;
         int64_t v;
         if (!json_is_object(o))
@@ -87,6 +89,8 @@ static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
             0)
                 return k;
         if ((k = json_get_bool(o, "hung", "ranks[].hung", &rr->hung, err)) < 0)
+                return k;
+        if ((k = json_get_bool(o, "oom_killed", "ranks[].oom_killed", &rr->oom_killed, err)) < 0)
                 return k;
         if (rr->exited && rr->exit_code < 0 && rr->signal == 0)
                 return json_error_set(err, "ranks[].exit_code",

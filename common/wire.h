@@ -43,6 +43,9 @@
 #define WIRE_MAX_PATH 4096
 #define WIRE_MAX_NAME 256
 #define WIRE_MAX_HANG_TIMEOUT_S (366LL * 24 * 3600)
+/* The spec's own bounds on a rank's resources (common/spec.c). */
+#define WIRE_MAX_CPUS 4096
+#define WIRE_MAX_MEMORY_MB (INT64_C(1) << 40)
 
 /* ---- POST /v1/agent/register ---- */
 
@@ -55,6 +58,8 @@ typedef struct WireRegister {
         int64_t memory_mb;
         int numa_nodes;
         json_t *accelerators; /* array of device objects with a kind */
+        const char *containment; /* how ranks are contained: "cgroup-v2", "subreaper"...;
+                                    may be NULL */
 } WireRegister;
 
 json_t *wire_register_encode(const WireRegister *r);
@@ -84,6 +89,7 @@ typedef struct WireRankReport {
         int64_t step; /* -1: unknown */
         bool hung;
         bool start_failed; /* exited because its command, workdir or account could not start */
+        bool oom_killed; /* the OOM killer killed a process of it: over its memory_mb */
 } WireRankReport;
 
 typedef struct WireCheckpoint {
@@ -128,6 +134,8 @@ typedef struct WireDesiredRank {
         const char *accelerator; /* may be NULL */
         const char *checkpoint_dir; /* may be NULL */
         int64_t hang_timeout_s;
+        int cpus; /* the spec's resources, limits where the node has cgroups; 0: none */
+        int64_t memory_mb;
         char *error; /* decoded only, malloc'd: why the entry cannot be started as given */
 } WireDesiredRank;
 

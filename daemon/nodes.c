@@ -179,6 +179,7 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
                            .rank = r->rank,
                            .exited = rr->exited,
                            .start_failed = rr->start_failed,
+                           .oom_killed = rr->oom_killed,
                            .hung = rr->hung,
                            .exit_code = rr->exit_code,
                            .signal = rr->signal,

@@ -110,6 +110,7 @@ typedef struct HealthSeen {
         /* HEALTH_SEEN_RANK, HEALTH_SEEN_RANK_MISSING */
         int rank;
         bool exited, start_failed, hung;
+        bool oom_killed; /* the OOM killer struck in the rank's cgroup: over its memory_mb */
         int exit_code; /* -1: none */
         int signal; /* 0: none */
         int64_t step; /* -1: unknown */
