@@ -18,6 +18,7 @@ json_t *agent_proto_register_body(const char *node, const char *hostname, const 
                 .memory_mb = (int64_t) inv->memory_mb,
                 .numa_nodes = (int) inv->numa_nodes,
                 .accelerators = agent_inventory_accelerators(inv),
+                .containment = inv->containment,
         };
         json_t *body = wire_register_encode(&r);
         json_decref(r.accelerators);
@@ -41,6 +42,7 @@ static WireRankReport proto_rank_report(Rank *r, uint64_t request_id) {
                 .step = r->progress.has_step ? r->progress.step : -1,
                 .hung = !exited && r->hung,
                 .start_failed = exited && r->exit.start_failed,
+                .oom_killed = exited && r->exit.oom_killed,
         };
 }
 

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cgroup.h"
 #include "progress.h"
 #include "shim.h"
 #include "wire.h"
@@ -41,6 +42,7 @@ typedef struct Rank {
         pid_t watched_pid; /* the shim, or the rank itself when its shim is gone */
         AgentRankState state;
         RankExit exit; /* valid when state is AGENT_RANK_EXITED */
+        CgroupRank *cgroup; /* its cgroups; NULL when the agent has none */
         ProgressTracker progress;
         bool hung;
         bool stopping; /* SIGTERM sent */
@@ -63,6 +65,8 @@ typedef struct RankLaunch {
         const RankUser *run_as; /* the account to run as; NULL: the agent's, no switch */
         const char *checkpoint_dir;
         int64_t hang_timeout_s;
+        int cpus; /* limits, where the agent has the cgroup controllers; 0: none */
+        int64_t memory_mb;
         const char *error;
         int error_exit;
 } RankLaunch;
@@ -70,6 +74,17 @@ typedef struct RankLaunch {
 /* Creates <state_dir>/ranks and <state_dir>/logs and opens the node lease
  * <state_dir>/lease. boot_id fences pids of earlier boots. */
 int rank_table_new(const char *state_dir, const char *boot_id, RankTable **ret);
+/*
+ * Gives the table the agent's cgroups (borrowed; NULL: none), before rank_table_adopt:
+ * every rank then runs in a cgroup of its own below them, named after its key.
+ */
+void rank_table_use_cgroups(RankTable *t, CgroupSet *cgroups);
+/*
+ * Kills and removes the rank cgroups below the agent's that belong to no running rank
+ * of the table: those of an agent of this node that lost its state. Returns the number
+ * removed, or -errno.
+ */
+int rank_table_sweep_cgroups(RankTable *t);
 /*
  * Records the node lease's new deadline (CLOCK_BOOTTIME ms): every rank of the node,
  * re-adopted ones included, is killed by its shim once it passes (lease.h).
@@ -109,7 +124,7 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret);
  */
 void rank_kill(Rank *r, int64_t now_ms, int64_t grace_ms);
 
-/* Sends the SIGKILLs that are due. */
+/* Sends the SIGKILLs that are due, to the rank's whole cgroup where it has one. */
 void rank_table_tick(RankTable *t, int64_t now_ms);
 
 /*
@@ -118,7 +133,8 @@ void rank_table_tick(RankTable *t, int64_t now_ms);
  */
 bool rank_check_exit(Rank *r);
 
-/* Forgets an exited rank: removes its state directory (not its log) and frees it. */
+/* Forgets an exited rank: removes its state directory (not its log) and its cgroups,
+ * killing what a vanished shim left there, and frees it. */
 void rank_table_remove(RankTable *t, Rank *r);
 
 /* Earliest pending SIGKILL deadline, or INT64_MAX. */
