@@ -327,25 +327,33 @@ static bool cgroup_v2_delegated(const char *dir) {
 }
 
 /*
- * The controllers a v2 cgroup can hand to its children. A cgroup with processes in it
- * cannot (the kernel's "no internal processes" rule), so in a delegated cgroup the
- * agent moves itself into a leaf of its own, <name>-agent, first; its shims follow it.
+ * Where the agent makes its v2 cgroup (malloc'd): beside its own when systemd put it in
+ * a subgroup of a delegated cgroup (DelegateSubgroup=, systemd 254 and later), else
+ * below its own. Only the former can give ranks controllers: a cgroup with processes
+ * in it cannot (the kernel's "no internal processes" rule), and an agent that moved
+ * itself out of its unit's cgroup to enable them would never start again there
+ * (systemd puts each new main process into that cgroup, which controllers then bar).
  */
-static unsigned cgroup_v2_prepare(const char *dir, const char *name) {
+static char *cgroup_v2_base(const char *dir) {
+        _cleanup_free_ char *parent = xstrdup(dir);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+                *slash = '\0';
+                if (cgroup_v2_delegated(parent))
+                        return TAKE_PTR(parent);
+        }
+        return xstrdup(dir);
+}
+
+/* The controllers a v2 cgroup hands to its children, enabled where it may. */
+static unsigned cgroup_v2_prepare(const char *dir) {
         _cleanup_free_ char *avail_path = xasprintf("%s/cgroup.controllers", dir);
         char avail[512];
         if (cgroup_read(avail_path, avail, sizeof(avail)) < 0)
                 return 0;
         unsigned want =
                 cgroup_controllers_parse(avail, " \n") & (CGROUP_MEMORY | CGROUP_CPU | CGROUP_PIDS);
-        unsigned on = want ? cgroup_v2_enable(dir, want) : 0;
-        if (on != want && cgroup_v2_delegated(dir)) {
-                _cleanup_free_ char *leaf = xasprintf("%s/%s-agent", dir, name);
-                _cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", leaf);
-                if ((mkdir(leaf, 0755) == 0 || errno == EEXIST) && cgroup_write(procs, "0") == 0)
-                        on = cgroup_v2_enable(dir, want);
-        }
-        return on;
+        return want ? cgroup_v2_enable(dir, want) : 0;
 }
 
 int cgroup_set_open(const CgroupLayout *l, const char *name, CgroupSet **ret) {
@@ -360,11 +368,13 @@ int cgroup_set_open(const CgroupLayout *l, const char *name, CgroupSet **ret) {
                         const CgroupHierarchy *h = &l->hierarchies[i];
                         if (h->v2 != (pass == 0) || s->n >= CGROUP_MAX_HIERARCHIES)
                                 continue;
-                        unsigned bits = h->v2 ? cgroup_v2_prepare(h->dir, name)
-                                              : h->controllers & ~v2_enabled;
+                        _cleanup_free_ char *base =
+                                h->v2 ? cgroup_v2_base(h->dir) : xstrdup(h->dir);
+                        unsigned bits =
+                                h->v2 ? cgroup_v2_prepare(base) : h->controllers & ~v2_enabled;
                         if (!h->v2 && bits == 0)
                                 continue;
-                        _cleanup_free_ char *path = xasprintf("%s/%s", h->dir, name);
+                        _cleanup_free_ char *path = xasprintf("%s/%s", base, name);
                         if (mkdir(path, 0755) < 0 && errno != EEXIST) {
                                 r = -errno;
                                 continue;

@@ -10,10 +10,11 @@
  * use (cgroup_set_open): the cgroup v2 hierarchy, and the v1 freezer, pids, memory and
  * cpu hierarchies where the machine mounts those. Every rank gets <name>/<rank name>
  * in each of them (CgroupRank). A cgroup v2 subtree gets memory and cpu controllers
- * only where the agent may enable them: at the root of a cgroup namespace, or in a
- * cgroup delegated to it (systemd's Delegate=yes); elsewhere v2 still kills and v1
- * limits where mounted. Where no hierarchy can be used the agent has no CgroupSet and
- * its shims, child subreapers, stop rank trees by themselves (proctree.h).
+ * only where the kernel lets the agent enable them: in a cgroup without processes, such
+ * as the delegated unit cgroup the agent sits beside under systemd's Delegate=yes with
+ * DelegateSubgroup=; elsewhere v2 still kills, and v1 limits where mounted. Where no
+ * hierarchy can be used the agent has no CgroupSet and its shims, child subreapers,
+ * stop rank trees by themselves (proctree.h).
  *
  * Library code: nothing here logs. Every function that takes a CgroupRank is safe in a
  * forked child of a multi-threaded process after cgroup_rank_new (no allocation).
@@ -60,7 +61,8 @@ typedef struct CgroupSet CgroupSet;
 
 /*
  * Creates (or reuses) the agent's cgroup name in every hierarchy of l it can write,
- * enabling the v2 controllers it may. Returns 0 with *ret, -ENOENT when l has no
+ * enabling the v2 controllers it may; in v2, beside the agent's own cgroup when that
+ * is a subgroup of a delegated one. Returns 0 with *ret, -ENOENT when l has no
  * hierarchy and another -errno when none could be used.
  */
 int cgroup_set_open(const CgroupLayout *l, const char *name, CgroupSet **ret);

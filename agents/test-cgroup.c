@@ -7,7 +7,8 @@
  * new session all die in one kill, by cgroup.kill and by the v1 freezer alike; limits
  * land in the controllers' files and memory_mb is enforced by the OOM killer; a sweep
  * after a lost state directory kills the ranks nobody claims and only those, even
- * through a restart of the agent's cgroups.
+ * through a restart of the agent's cgroups; under a delegated unit cgroup the agent's
+ * cgroup goes beside the agent's subgroup.
  */
 #include <errno.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -347,6 +349,34 @@ static CgroupLayout v1_only(const CgroupLayout *l) {
         return v1;
 }
 
+/* Under systemd's DelegateSubgroup= the agent sits in a subgroup of its delegated unit
+ * cgroup: its own cgroup goes beside it, where controllers can be enabled. */
+static void check_v2_beside_delegated_subgroup(const CgroupLayout *l) {
+        const CgroupHierarchy *v2 = NULL;
+        for (size_t i = 0; i < l->n; i++)
+                if (l->hierarchies[i].v2)
+                        v2 = &l->hierarchies[i];
+        if (!v2)
+                return;
+        _cleanup_free_ char *unit = xasprintf("%s/axtest-unit-%d.service", v2->dir, (int) getpid());
+        _cleanup_free_ char *sub = xasprintf("%s/agent", unit);
+        _cleanup_free_ char *beside = xasprintf("%s/axagent-x", unit);
+        _cleanup_free_ char *below = xasprintf("%s/axagent-x", sub);
+        CHECK(mkdir(unit, 0755) == 0 && mkdir(sub, 0755) == 0);
+        if (setxattr(unit, "trusted.delegate", "1", 1, 0) == 0) {
+                CgroupHierarchy h = {.dir = sub, .v2 = true};
+                CgroupLayout one = {.hierarchies = &h, .n = 1};
+                CgroupSet *s;
+                CHECK_INT(cgroup_set_open(&one, "axagent-x", &s), 0);
+                CHECK(is_dir(beside) && !is_dir(below));
+                cgroup_set_free(s);
+                CHECK(!is_dir(beside));
+        } else {
+                printf("SKIP: cannot mark a cgroup delegated here (%s)\n", strerror(errno));
+        }
+        CHECK(rmdir(sub) == 0 && rmdir(unit) == 0);
+}
+
 static int test_real(void) {
         CgroupLayout l;
         if (cgroup_layout_read(&l) < 0 || l.n == 0) {
@@ -368,6 +398,7 @@ static int test_real(void) {
         check_limits(&l, s, name);
         s = check_restart_and_sweep(&l, s, name);
         cgroup_set_free(s);
+        check_v2_beside_delegated_subgroup(&l);
         for (size_t i = 0; i < l.n; i++) {
                 _cleanup_free_ char *d = xasprintf("%s/%s", l.hierarchies[i].dir, name);
                 CHECK(!is_dir(d));
