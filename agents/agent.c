@@ -24,6 +24,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "healthcheck.h"
 #include "inventory.h"
 #include "log.h"
@@ -64,6 +65,7 @@ struct Agent {
         AgentInventory inv;
         AgentLogServer *logs;
         RankTable *ranks;
+        CgroupSet *cgroups; /* NULL: ranks are contained by their shims alone */
 
         /* Controller session. */
         CURLM *multi;
@@ -172,6 +174,34 @@ static char *agent_address_make(const char *listen, const char *hostname, uint16
         return xasprintf("%s:%u", host, port);
 }
 
+/* Makes the agent's cgroup where it can and says once how ranks are contained. */
+static void agent_cgroups_open(Agent *a) {
+        a->inv.containment = "subreaper";
+        if (!a->cfg.cgroup) {
+                log_info("Containment: cgroups turned off; each rank's supervisor, a child "
+                         "subreaper, kills every process the rank starts; cpus and memory_mb "
+                         "are not enforced");
+                return;
+        }
+        CgroupLayout layout;
+        int r = cgroup_layout_read(&layout);
+        if (r >= 0) {
+                r = cgroup_set_open(&layout, a->cfg.cgroup, &a->cgroups);
+                cgroup_layout_done(&layout);
+        }
+        if (r < 0) {
+                log_info("Containment: no cgroup to use (%s); each rank's supervisor, a child "
+                         "subreaper, kills every process the rank starts; cpus and memory_mb "
+                         "are not enforced",
+                         strerror(-r));
+                return;
+        }
+        _cleanup_free_ char *line = cgroup_set_describe(a->cgroups);
+        log_info("Containment: %s", line);
+        a->inv.containment = cgroup_set_kind(a->cgroups);
+        rank_table_use_cgroups(a->ranks, a->cgroups);
+}
+
 int agent_new(const AgentConfig *cfg, Agent **ret) {
         static const AgentUserPolicy default_users = {0};
         Agent *a = xcalloc(1, sizeof(*a));
@@ -211,6 +241,7 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                 log_error("Cannot use state directory %s: %s", cfg->state_dir, strerror(-r));
                 goto fail;
         }
+        agent_cgroups_open(a);
         r = rank_table_adopt(a->ranks);
         if (r < 0) {
                 log_error("Cannot scan %s/ranks: %s", cfg->state_dir, strerror(-r));
@@ -299,6 +330,7 @@ Agent *agent_free(Agent *a) {
         agent_logserver_stop(a->logs);
         agent_healthcmd_free(a->healthcmd);
         rank_table_free(a->ranks);
+        cgroup_set_free(a->cgroups);
         agent_inventory_deinit(&a->inv);
         for (size_t i = 0; i < a->n_ckpts; i++)
                 free(a->ckpts[i].path);
@@ -480,6 +512,8 @@ static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
                 .hang_timeout_s = d->hang_timeout_s,
                 .hang_signal = d->hang_signal,
                 .hang_signal_grace_s = d->hang_signal_grace_s,
+                .cpus = d->cpus,
+                .memory_mb = d->memory_mb,
                 .error = error,
                 .error_exit = error_exit,
         };
@@ -548,6 +582,22 @@ static void agent_contact_ok(Agent *a) {
         a->last_contact_ms = a->request_sent_ms;
         a->fenced = false;
         rank_table_renew_lease(a->ranks, a->request_sent_boot_ms + a->lease_ms);
+}
+
+/*
+ * The controller took this agent for the node, so no other agent holds it: whatever
+ * runs in a rank cgroup of the node that this agent's state does not know was started
+ * by an agent that lost its state, and must go before anything starts again.
+ */
+static void agent_sweep_orphans(Agent *a) {
+        int n = rank_table_sweep_cgroups(a->ranks);
+        if (n < 0)
+                log_warning("Cannot look for orphaned ranks in the node's cgroups: %s",
+                            strerror(-n));
+        else if (n > 0)
+                log_warning("Stopped %d orphaned ranks of node %s: their cgroups belong to no "
+                            "rank this agent knows (an earlier agent lost its state)",
+                            n, a->cfg.node);
 }
 
 static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
@@ -626,6 +676,7 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                          a->cfg.node, a->controller, a->lease_ms, a->sync_period_ms);
                 a->registered = true;
                 a->version = 0;
+                agent_sweep_orphans(a);
                 a->dirty = true;
                 return;
         }

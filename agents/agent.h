@@ -30,6 +30,7 @@ typedef struct AgentConfig {
         const char *token; /* bearer token for the controller, NULL: none; never logged */
         const char *ca_file; /* CA bundle for an https controller, NULL: the system's */
         const AgentUserPolicy *users; /* which accounts ranks may run as; borrowed */
+        const char *cgroup; /* name of the agent's cgroup below its own; NULL: no cgroups */
 } AgentConfig;
 
 typedef struct Agent Agent;

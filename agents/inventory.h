@@ -18,6 +18,7 @@ typedef struct AgentInventory {
         unsigned numa_nodes;
         AccelDevice *devs; /* in inventory order: devs[i].index == i */
         size_t n_devs;
+        const char *containment; /* static: how ranks are contained (the agent sets it) */
 } AgentInventory;
 
 /*

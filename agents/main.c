@@ -47,6 +47,10 @@ static const char usage[] =
         "  --profile-dir DIR           launch profiles <kind>.env per accelerator kind\n"
         "  --kill-grace-ms MS          SIGTERM to SIGKILL delay when stopping ranks\n"
         "                              (default 3000)\n"
+        "  --cgroup NAME|BOOL          the agent's cgroup, made below its own, that holds\n"
+        "                              a cgroup per rank (default, or yes: axagent-NODE);\n"
+        "                              no: none, rank supervisors alone stop what ranks\n"
+        "                              start\n"
         "  --log-level LEVEL           error, warning, info (default) or debug\n"
         "  -h, --help                  show this text\n"
         "\n"
@@ -82,6 +86,7 @@ enum {
         OPT_HEALTH_INTERVAL,
         OPT_PROFILE_DIR,
         OPT_KILL_GRACE,
+        OPT_CGROUP,
         OPT_LOG_LEVEL,
         OPT_TOKEN_FILE,
         OPT_CA_FILE,
@@ -106,6 +111,7 @@ static const struct option options[] = {
         {"health-interval-ms", required_argument, NULL, OPT_HEALTH_INTERVAL},
         {"profile-dir", required_argument, NULL, OPT_PROFILE_DIR},
         {"kill-grace-ms", required_argument, NULL, OPT_KILL_GRACE},
+        {"cgroup", required_argument, NULL, OPT_CGROUP},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
         {"ca-file", required_argument, NULL, OPT_CA_FILE},
@@ -124,6 +130,7 @@ typedef struct Settings {
         char *controller, *node, *state_dir, *topology, *dev_root, *sys_root, *listen;
         char *health_cmd, *profile_dir;
         char *token_file, *ca_file;
+        char *cgroup; /* NULL: the default name; "no": none */
         AgentUserPolicy users;
         json_t *labels;
         int64_t health_interval_ms;
@@ -134,7 +141,7 @@ typedef struct Settings {
 static void settings_done(Settings *s) {
         char **strings[] = {&s->controller,  &s->node,       &s->state_dir, &s->topology,
                             &s->dev_root,    &s->sys_root,   &s->listen,    &s->health_cmd,
-                            &s->profile_dir, &s->token_file, &s->ca_file};
+                            &s->profile_dir, &s->token_file, &s->ca_file,   &s->cgroup};
         for (size_t i = 0; i < ELEMENTSOF(strings); i++)
                 free(*strings[i]);
         agent_user_policy_done(&s->users);
@@ -237,6 +244,23 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                         return -EINVAL;
                 }
                 break;
+        case OPT_CGROUP: {
+                /* A directory name, and one that cannot be taken for a rank's. */
+                bool on;
+                const char *unused;
+                if (config_parse_bool(value, &on, &unused) == 0) {
+                        free(s->cgroup);
+                        s->cgroup = on ? NULL : xstrdup("no");
+                        break;
+                }
+                if (!node_name_valid(value) || value[0] == '.' || strncmp(value, "job", 3) == 0) {
+                        *ret_reason = "needs no, or a name of letters, digits, '-', '_' and '.' "
+                                      "that starts with neither '.' nor \"job\"";
+                        return -EINVAL;
+                }
+                string_set(&s->cgroup, value);
+                break;
+        }
         case OPT_TOKEN_FILE:
                 string_set(&s->token_file, value);
                 break;
@@ -319,6 +343,8 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
         }
         if (!s->labels)
                 s->labels = json_object();
+        if (!s->cgroup)
+                s->cgroup = xasprintf("axagent-%s", s->node);
 }
 
 int main(int argc, char **argv) {
@@ -403,6 +429,7 @@ int main(int argc, char **argv) {
                 .token = token,
                 .ca_file = s.ca_file,
                 .users = &s.users,
+                .cgroup = strcmp(s.cgroup, "no") == 0 ? NULL : s.cgroup,
         };
         Agent *agent;
         int r = agent_new(&cfg, &agent);

@@ -18,6 +18,7 @@ json_t *agent_proto_register_body(const char *node, const char *hostname, const 
                 .memory_mb = (int64_t) inv->memory_mb,
                 .numa_nodes = (int) inv->numa_nodes,
                 .accelerators = agent_inventory_accelerators(inv),
+                .containment = inv->containment,
         };
         json_t *body = wire_register_encode(&r);
         json_decref(r.accelerators);
@@ -43,6 +44,7 @@ static WireRankReport proto_rank_report(Rank *r, uint64_t request_id) {
                 .start_failed = exited && r->exit.start_failed,
                 .node_fault = exited && r->exit.start_failed && r->node_error != 0,
                 .log_tail = exited ? r->log_tail : NULL,
+                .oom_killed = exited && r->exit.oom_killed,
         };
 }
 

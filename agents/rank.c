@@ -31,6 +31,7 @@ struct RankTable {
         char *ranks_dir;
         char *boot_id;
         NodeLease *lease;
+        CgroupSet *cgroups; /* borrowed; NULL: ranks are contained by their shims alone */
         Rank **ranks;
         size_t n_ranks;
 };
@@ -46,6 +47,24 @@ static int rank_pidfd_open(pid_t pid) {
 
 static bool rank_pid_alive(pid_t pid) {
         return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* The rank's cgroup below the agent's (NULL without cgroups). */
+static CgroupRank *rank_cgroup_new(const RankTable *t, RankKey key) {
+        if (!t->cgroups)
+                return NULL;
+        char name[96];
+        snprintf(name, sizeof(name), "job%" PRId64 "-a%" PRId64 "-r%" PRId64, key.job, key.attempt,
+                 key.rank);
+        return cgroup_rank_new(t->cgroups, name);
+}
+
+/* Kills what is left in the rank's cgroup (its shim is gone) and removes it. */
+static void rank_cgroup_clear(const Rank *r) {
+        if (!r->cgroup)
+                return;
+        (void) cgroup_rank_kill(r->cgroup, 50);
+        (void) cgroup_rank_remove(r->cgroup);
 }
 
 static char *rank_key_dir(const RankTable *t, RankKey key) {
@@ -104,6 +123,7 @@ static Rank *rank_free(Rank *r) {
                 return NULL;
         if (r->pidfd >= 0)
                 close(r->pidfd);
+        cgroup_rank_free(r->cgroup);
         free(r->dir);
         free(r->checkpoint_dir);
         free(r->log_tail);
@@ -124,6 +144,26 @@ RankTable *rank_table_free(RankTable *t) {
         free(t->boot_id);
         free(t);
         return NULL;
+}
+
+void rank_table_use_cgroups(RankTable *t, CgroupSet *cgroups) {
+        t->cgroups = cgroups;
+}
+
+/* Whether the cgroup called name is that of a running rank of the table. */
+static bool rank_cgroup_claimed(const char *name, void *userdata) {
+        const RankTable *t = userdata;
+        RankKey key;
+        char tail;
+        if (sscanf(name, "job%" SCNd64 "-a%" SCNd64 "-r%" SCNd64 "%c", &key.job, &key.attempt,
+                   &key.rank, &tail) != 3)
+                return false;
+        const Rank *r = rank_table_find(t, key);
+        return r && r->state == AGENT_RANK_RUNNING;
+}
+
+int rank_table_sweep_cgroups(RankTable *t) {
+        return t->cgroups ? cgroup_set_sweep(t->cgroups, rank_cgroup_claimed, t) : 0;
 }
 
 void rank_table_renew_lease(RankTable *t, int64_t deadline_boot_ms) {
@@ -209,6 +249,7 @@ bool rank_check_exit(Rank *r) {
         /* Shim gone without a word: follow the rank itself while it still runs. */
         if (r->watched_pid != r->rank_pid && rank_watch(r, r->rank_pid))
                 return false;
+        rank_cgroup_clear(r);
         (void) agent_shim_write_status(r->dir, rank_exit_lost);
         rank_set_exited(r, rank_exit_lost);
         return true;
@@ -276,6 +317,15 @@ static int rank_write_desired(const char *dir, const RankLaunch *l, const char *
                 return -ENOMEM;
         _cleanup_free_ char *path = xasprintf("%s/desired.json", dir);
         return util_write_file_atomic(path, text, strlen(text));
+}
+
+/* Appends one line of the agent's to the rank's log. */
+static int rank_log_append(const char *log_path, const char *line) {
+        FILE *f = fopen(log_path, "ae");
+        if (!f)
+                return -errno;
+        fputs(line, f);
+        return fclose(f) < 0 ? -errno : 0;
 }
 
 /* Appends the environment block (and a launch error, if any) to the rank's log. */
@@ -369,6 +419,19 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                 return 0;
         }
 
+        rank->cgroup = rank_cgroup_new(t, l->key);
+        CgroupLimits limits = {.cpus = l->cpus, .memory_mb = l->memory_mb};
+        r = rank->cgroup ? cgroup_rank_create(rank->cgroup, &limits) : 0;
+        if (r < 0) {
+                /* Its shim still stops all it starts; only its limits are lost. */
+                _cleanup_free_ char *msg = xasprintf(
+                        "axagent: cannot create the rank's cgroup (%s): no cpus or memory_mb "
+                        "limit applies\n",
+                        strerror(-r));
+                (void) rank_log_append(log_path, msg);
+                rank->cgroup = cgroup_rank_free(rank->cgroup);
+        }
+
         ShimLaunch sl = {
                 .rank_dir = rank->dir,
                 .log_path = log_path,
@@ -378,6 +441,7 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                 .user = l->run_as,
                 .progress_path = progress,
                 .lease = t->lease,
+                .cgroup = rank->cgroup,
         };
         r = agent_shim_spawn(&sl, &rank->shim_pid, &rank->rank_pid);
         if (r < 0) {
@@ -417,6 +481,9 @@ void rank_table_tick(RankTable *t, int64_t now_ms) {
                     now_ms < r->kill_deadline_ms)
                         continue;
                 rank_signal(r, SIGKILL);
+                /* What left its group and session, even past a vanished shim. */
+                if (r->cgroup)
+                        (void) cgroup_rank_kill(r->cgroup, 0);
                 r->kill_deadline_ms = 0;
         }
 }
@@ -436,6 +503,7 @@ void rank_table_remove(RankTable *t, Rank *r) {
         for (size_t i = 0; i < t->n_ranks; i++) {
                 if (t->ranks[i] != r)
                         continue;
+                rank_cgroup_clear(r);
                 (void) util_rm_rf(r->dir);
                 rank_free(r);
                 memmove(t->ranks + i, t->ranks + i + 1, (t->n_ranks - i - 1) * sizeof(Rank *));
@@ -464,6 +532,7 @@ static int rank_adopt_one(RankTable *t, const char *name) {
         }
 
         Rank *r = rank_table_add(t, key, TAKE_PTR(dir));
+        r->cgroup = rank_cgroup_new(t, key);
         const char *ckpt = json_string_value(json_object_get(desired, "checkpoint_dir"));
         r->checkpoint_dir = ckpt && *ckpt ? xstrdup(ckpt) : NULL;
         rank_run_as_from_json(json_object_get(desired, "run_as"), &r->run_as);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cgroup.h"
 #include "progress.h"
 #include "shim.h"
 #include "wire.h"
@@ -47,6 +48,7 @@ typedef struct Rank {
         pid_t watched_pid; /* the shim, or the rank itself when its shim is gone */
         AgentRankState state;
         RankExit exit; /* valid when state is AGENT_RANK_EXITED */
+        CgroupRank *cgroup; /* its cgroups; NULL when the agent has none */
         ProgressTracker progress;
         bool hung;
         bool stopping; /* SIGTERM sent */
@@ -73,6 +75,8 @@ typedef struct RankLaunch {
         int64_t hang_timeout_s;
         int hang_signal;
         int64_t hang_signal_grace_s;
+        int cpus; /* limits, where the agent has the cgroup controllers; 0: none */
+        int64_t memory_mb;
         const char *error;
         int error_exit;
 } RankLaunch;
@@ -80,6 +84,17 @@ typedef struct RankLaunch {
 /* Creates <state_dir>/ranks and <state_dir>/logs and opens the node lease
  * <state_dir>/lease. boot_id fences pids of earlier boots. */
 int rank_table_new(const char *state_dir, const char *boot_id, RankTable **ret);
+/*
+ * Gives the table the agent's cgroups (borrowed; NULL: none), before rank_table_adopt:
+ * every rank then runs in a cgroup of its own below them, named after its key.
+ */
+void rank_table_use_cgroups(RankTable *t, CgroupSet *cgroups);
+/*
+ * Kills and removes the rank cgroups below the agent's that belong to no running rank
+ * of the table: those of an agent of this node that lost its state. Returns the number
+ * removed, or -errno.
+ */
+int rank_table_sweep_cgroups(RankTable *t);
 /*
  * Records the node lease's new deadline (CLOCK_BOOTTIME ms): every rank of the node,
  * re-adopted ones included, is killed by its shim once it passes (lease.h).
@@ -127,7 +142,7 @@ void rank_signal(const Rank *r, int sig);
  * when there is none. */
 char *rank_table_log_tail(const RankTable *t, RankKey key);
 
-/* Sends the SIGKILLs that are due. */
+/* Sends the SIGKILLs that are due, to the rank's whole cgroup where it has one. */
 void rank_table_tick(RankTable *t, int64_t now_ms);
 
 /*
@@ -136,7 +151,8 @@ void rank_table_tick(RankTable *t, int64_t now_ms);
  */
 bool rank_check_exit(Rank *r);
 
-/* Forgets an exited rank: removes its state directory (not its log) and frees it. */
+/* Forgets an exited rank: removes its state directory (not its log) and its cgroups,
+ * killing what a vanished shim left there, and frees it. */
 void rank_table_remove(RankTable *t, Rank *r);
 
 /* Earliest pending SIGKILL deadline, or INT64_MAX. */

@@ -148,6 +148,13 @@ _Noreturn static void shim_start_failed(int code) {
 _Noreturn static void shim_exec_rank(const ShimLaunch *l, int start_fd) {
         const RankUser *u = l->user;
         setpgid(0, 0);
+        /* As root, before the switch: the rank cannot move itself out again. */
+        int cr = l->cgroup ? cgroup_rank_enter(l->cgroup) : 0;
+        if (cr < 0) {
+                dprintf(STDERR_FILENO, "axagent: cannot enter the rank's cgroup: %s\n",
+                        strerror(-cr));
+                _exit(SHIM_EXIT_LAUNCH_FAILED);
+        }
         /* Only 0, 1 and 2 reach the rank: 3 is the start-failure pipe, closed by exec,
          * and anything the agent opened without O_CLOEXEC (a library's socket) must not
          * leak either. */
@@ -190,18 +197,26 @@ static int shim_write_pid(const char *dir, const char *name, pid_t pid) {
  * while the host is suspended, and the deadline is on CLOCK_BOOTTIME, which does not. */
 #define SHIM_LEASE_CHECK_MAX_MS 1000
 
+/* Kills everything the rank started (and the rank, unless keep is its pid): its cgroup,
+ * then every descendant of ours. */
+static void shim_kill_all(const ShimLaunch *l, pid_t keep) {
+        if (l->cgroup)
+                (void) cgroup_rank_kill(l->cgroup, SHIM_KILL_ROUNDS);
+        (void) proctree_kill(getpid(), keep, SHIM_KILL_ROUNDS);
+}
+
 /*
  * Kills the rank and everything it started: the node's lease has run out. Its process
  * group needs no signal of its own: a group lives in our session, so every member is
  * one of our descendants.
  */
-static void shim_fence(pid_t rank, int64_t late_ms) {
+static void shim_fence(const ShimLaunch *l, pid_t rank, int64_t late_ms) {
         dprintf(STDERR_FILENO,
                 "axagent: the node's lease ran out %" PRId64 " ms ago (the agent is gone, "
                 "stopped, hung or cut off from the controller): killing the rank and every "
                 "process it started\n",
                 late_ms);
-        (void) proctree_kill(getpid(), rank, SHIM_KILL_ROUNDS);
+        shim_kill_all(l, rank);
 }
 
 /* The rank could not even be forked: records a launch failure, tells the agent, ends. */
@@ -238,7 +253,7 @@ static int shim_wait_rank(const ShimLaunch *l, pid_t rank) {
 
                 int64_t left = node_lease_deadline(l->lease) - util_boot_ms();
                 if (left <= 0 && !fenced) {
-                        shim_fence(rank, -left);
+                        shim_fence(l, rank, -left);
                         fenced = true;
                 }
                 int timeout = left <= 0 ? 100
@@ -302,12 +317,17 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         }
 
         int st = shim_wait_rank(l, rank);
-        /* Whatever the rank started is stopped with it: its group, and what left the
-         * group (setsid, double fork) but, orphaned, came back to us, the subreaper. */
-        (void) proctree_kill(getpid(), -1, SHIM_KILL_ROUNDS);
+        bool oom_killed = l->cgroup && cgroup_rank_oom_killed(l->cgroup);
+        /* Whatever the rank started is stopped with it: its cgroup, its group, and what
+         * left the group (setsid, double fork) but, orphaned, came back to us, the
+         * subreaper. */
+        shim_kill_all(l, -1);
+        if (l->cgroup)
+                (void) cgroup_rank_remove(l->cgroup);
 
         RankExit ex = WIFSIGNALED(st) ? (RankExit){.signaled = true, .code = WTERMSIG(st)}
                                       : (RankExit){.signaled = false, .code = WEXITSTATUS(st)};
+        ex.oom_killed = oom_killed;
         char byte;
         ex.start_failed = !ex.signaled && read(start_pipe[0], &byte, 1) == 1;
         (void) agent_shim_write_status(l->rank_dir, ex);
@@ -374,11 +394,11 @@ int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_p
 int agent_shim_write_status(const char *rank_dir, RankExit status) {
         _cleanup_free_ char *path = xasprintf("%s/status", rank_dir);
         char buf[32];
-        int len = snprintf(buf, sizeof(buf), "%s %d\n",
+        int len = snprintf(buf, sizeof(buf), "%s %d%s\n",
                            status.signaled       ? "signal"
                            : status.start_failed ? "start"
                                                  : "exit",
-                           status.code);
+                           status.code, status.oom_killed ? " oom" : "");
         return util_write_file_atomic(path, buf, (size_t) len);
 }
 
@@ -390,9 +410,9 @@ int agent_shim_read_status(const char *rank_dir, RankExit *ret) {
                 return 0;
         if (r < 0)
                 return r;
-        char word[16];
+        char word[16], note[16] = "";
         int code;
-        if (sscanf(data, "%15s %d", word, &code) != 2)
+        if (sscanf(data, "%15s %d %15s", word, &code, note) < 2)
                 return -EINVAL;
         if (strcmp(word, "exit") == 0)
                 *ret = (RankExit){.signaled = false, .code = code};
@@ -402,6 +422,7 @@ int agent_shim_read_status(const char *rank_dir, RankExit *ret) {
                 *ret = (RankExit){.signaled = false, .code = code, .start_failed = true};
         else
                 return -EINVAL;
+        ret->oom_killed = strcmp(note, "oom") == 0;
         return 1;
 }
 

@@ -11,13 +11,15 @@
  * (lease.h) and kills the rank once the lease runs out, so a rank never outlives its
  * lease even when the agent is dead or stopped. It is a child subreaper, so nothing the
  * rank starts can leave its tree, and when the rank ends (or is fenced) every process
- * left in that tree is killed too (proctree.h).
+ * left in that tree is killed too (proctree.h). Where the agent has cgroups the rank
+ * runs in its own (cgroup.h), which the shim kills and removes the same way.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "cgroup.h"
 #include "lease.h"
 #include "userpolicy.h"
 
@@ -26,6 +28,7 @@ typedef struct RankExit {
         bool signaled;
         int code; /* exit code, or signal number when signaled */
         bool start_failed; /* never ran: its account, workdir or command could not be used */
+        bool oom_killed; /* the kernel's OOM killer killed a process of it (memory_mb hit) */
 } RankExit;
 
 typedef struct ShimLaunch {
@@ -37,6 +40,7 @@ typedef struct ShimLaunch {
         const RankUser *user; /* NULL, or do_switch false: run as the agent's account */
         const char *progress_path; /* handed to the user the rank runs as; may be NULL */
         const NodeLease *lease; /* the rank is killed, with all it started, once it runs out */
+        const CgroupRank *cgroup; /* created; the rank runs in it. NULL: the subreaper alone */
 } ShimLaunch;
 
 /* Exit code of a rank that could not be started (bad workdir, exec failure). */
@@ -74,7 +78,7 @@ int agent_shim_run_as(const RankUser *u, int (*fn)(void *arg, int fd), void *arg
                       size_t size);
 
 /* Writes <rank_dir>/status atomically ("exit N", "signal N" or, for a rank that could not
- * start, "start N"); 0 or -errno. */
+ * start, "start N"; " oom" follows when the OOM killer struck); 0 or -errno. */
 int agent_shim_write_status(const char *rank_dir, RankExit status);
 /* Reads <rank_dir>/status: 1 with *ret, 0 when absent (rank not finished), -errno. */
 int agent_shim_read_status(const char *rank_dir, RankExit *ret);

@@ -143,7 +143,9 @@ class AgentSecurityTest(unittest.TestCase):
     def start_agent(self, *extra, url=None):
         argv = [AXAGENT, "--controller", url or self.fake.url, "--node", "n1",
                 "--state-dir", self.state, "--token-file", self.token_file,
-                "--log-level", "debug"] + list(extra)
+                "--log-level", "debug",
+                # Not about containment: no cgroups, which a run beside it would share.
+                "--cgroup", "no"] + list(extra)
         self.log = open(self.log_path, "w")
         env = dict(os.environ, AGENT_ONLY_SECRET="agent-environment-secret")
         self.agent = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,

@@ -143,6 +143,8 @@ static void add_desired(void *userdata, Job *job, Rank *rank) {
                 .hang_timeout_s = spec->hang_timeout_s,
                 .hang_signal = spec->hang_signal,
                 .hang_signal_grace_s = spec->hang_signal_grace_s,
+                .cpus = spec->cpus,
+                .memory_mb = spec->memory_mb,
         };
 }
 

@@ -53,12 +53,14 @@ static void test_register(void) {
                            .cpus = 8,
                            .memory_mb = 16000,
                            .numa_nodes = 2,
-                           .accelerators = accs};
+                           .accelerators = accs,
+                           .containment = "cgroup-v2"};
         json_t *j = wire_register_encode(&in);
         check_dump(j, "{\"node\":\"n1\",\"hostname\":\"host\",\"address\":\"127.0.0.1:4000\","
                       "\"boot_id\":\"boot\",\"agent_id\":\"a1\",\"labels\":{\"zone\":\"a\"},"
                       "\"inventory\":{\"cpus\":8,\"memory_mb\":16000,\"numa_nodes\":2,"
-                      "\"accelerators\":[{\"kind\":\"nvidia-h100\",\"index\":0}]}}");
+                      "\"accelerators\":[{\"kind\":\"nvidia-h100\",\"index\":0}],"
+                      "\"containment\":\"cgroup-v2\"}}");
         WireRegister out;
         JsonError err;
         CHECK_INT(wire_register_parse(j, &out, &err), 0);
@@ -70,6 +72,7 @@ static void test_register(void) {
         CHECK(json_equal(out.labels, labels) && json_equal(out.accelerators, accs));
         CHECK(out.inventory == json_object_get(j, "inventory"));
         CHECK(out.cpus == 8 && out.memory_mb == 16000 && out.numa_nodes == 2);
+        CHECK_STR(out.containment, "cgroup-v2");
         json_t *again = wire_register_encode(&out);
         CHECK(json_equal(again, j));
         json_decref(again);
@@ -82,7 +85,8 @@ static void test_register(void) {
         check_dump(j, "{\"node\":\"n2\",\"inventory\":{\"cpus\":0,\"memory_mb\":0,"
                       "\"numa_nodes\":0}}");
         CHECK_INT(wire_register_parse(j, &out, &err), 0);
-        CHECK(!out.hostname && !out.agent_id && !out.labels && !out.accelerators);
+        CHECK(!out.hostname && !out.agent_id && !out.labels && !out.accelerators &&
+              !out.containment);
         json_decref(j);
 
         const char *inv = "\"inventory\":{\"cpus\":1}";
@@ -201,7 +205,7 @@ static void check_rank(const WireRankReport *a, const WireRankReport *b) {
         CHECK(a->job == b->job && a->attempt == b->attempt && a->rank == b->rank);
         CHECK(a->exited == b->exited && a->pid == b->pid && a->exit_code == b->exit_code);
         CHECK(a->signal == b->signal && a->step == b->step && a->hung == b->hung);
-        CHECK(a->start_failed == b->start_failed);
+        CHECK(a->start_failed == b->start_failed && a->oom_killed == b->oom_killed);
 }
 
 static void test_sync(void) {
@@ -226,7 +230,8 @@ static void test_sync(void) {
                  .exited = true,
                  .exit_code = -1,
                  .signal = 9,
-                 .step = 0},
+                 .step = 0,
+                 .oom_killed = true},
         };
         WireCheckpoint ckpts[] = {{.job = 7, .attempt = 1, .step = 40, .path = "/ckpt/s40"}};
         WireSync in = {.node = "n1",
@@ -245,7 +250,7 @@ static void test_sync(void) {
                       "{\"job\":7,\"attempt\":1,\"rank\":1,\"state\":\"exited\",\"pid\":null,"
                       "\"exit_code\":127,\"signal\":null,\"step\":null,\"start_failed\":true},"
                       "{\"job\":8,\"attempt\":2,\"rank\":0,\"state\":\"exited\",\"pid\":null,"
-                      "\"exit_code\":null,\"signal\":9,\"step\":0}],"
+                      "\"exit_code\":null,\"signal\":9,\"step\":0,\"oom_killed\":true}],"
                       "\"checkpoints\":[{\"job\":7,\"attempt\":1,\"step\":40,"
                       "\"path\":\"/ckpt/s40\"}],"
                       "\"health\":{\"healthy\":false,\"reason\":\"ecc\"}}");
@@ -367,7 +372,9 @@ static void test_sync_answer_round_trip(void) {
                  .devices = devices,
                  .accelerator = "nvidia-h100",
                  .checkpoint_dir = "/ckpt/x",
-                 .hang_timeout_s = 30},
+                 .hang_timeout_s = 30,
+                 .cpus = 4,
+                 .memory_mb = 8192},
                 {.key = {8, 2, 3}, .argv = one},
         };
         WireSyncAnswer in = {.version = 12,
@@ -380,10 +387,11 @@ static void test_sync_answer_round_trip(void) {
                       "{\"job\":7,\"attempt\":1,\"rank\":0,\"argv\":[\"python3\",\"train.py\"],"
                       "\"env\":{\"AXCTL_JOB_ID\":\"7\"},\"user\":\"alice\",\"devices\":[0,1],"
                       "\"hang_timeout_s\":30,\"workdir\":\"/srv/exp\","
-                      "\"accelerator\":\"nvidia-h100\",\"checkpoint_dir\":\"/ckpt/x\"},"
+                      "\"accelerator\":\"nvidia-h100\",\"checkpoint_dir\":\"/ckpt/x\","
+                      "\"cpus\":4,\"memory_mb\":8192},"
                       "{\"job\":8,\"attempt\":2,\"rank\":3,\"argv\":[\"x\"],\"env\":null,"
                       "\"user\":null,\"devices\":null,\"hang_timeout_s\":0,\"workdir\":null,"
-                      "\"accelerator\":null,\"checkpoint_dir\":null}]}");
+                      "\"accelerator\":null,\"checkpoint_dir\":null,\"cpus\":0,\"memory_mb\":0}]}");
         WireSyncAnswer out;
         CHECK_INT(wire_sync_answer_parse(json_incref(j), &out), 0);
         CHECK(out.version == 12 && out.lease_ms == 5000 && out.sync_period_ms == 1000);
@@ -403,6 +411,7 @@ static void test_sync_answer_round_trip(void) {
                 CHECK(a->checkpoint_dir ? strcmp(a->checkpoint_dir, b->checkpoint_dir) == 0
                                         : !b->checkpoint_dir);
                 CHECK(a->hang_timeout_s == b->hang_timeout_s);
+                CHECK(a->cpus == b->cpus && a->memory_mb == b->memory_mb);
         }
         json_t *again = wire_sync_answer_encode(&out);
         CHECK(json_equal(again, j));
@@ -568,6 +577,22 @@ static void test_hostile_answers(void) {
                                           " \"hang_timeout_s\": 99999999999}]}"),
                                      &a) == 0);
         CHECK(a.n_ranks == 1 && a.ranks[0].hang_timeout_s == WIRE_MAX_HANG_TIMEOUT_S);
+        wire_sync_answer_clear(&a);
+
+        /* A limit that cannot be read is not "no limit": the rank fails to start. */
+        CHECK(wire_sync_answer_parse(
+                      load("{\"version\": 1, \"ranks\": ["
+                           "{\"job\": 1, \"attempt\": 1, \"rank\": 0,"
+                           " \"argv\": [\"x\"], \"memory_mb\": -5},"
+                           "{\"job\": 1, \"attempt\": 1, \"rank\": 1,"
+                           " \"argv\": [\"x\"], \"cpus\": \"2\"},"
+                           "{\"job\": 1, \"attempt\": 1, \"rank\": 2,"
+                           " \"argv\": [\"x\"], \"cpus\": 2, \"memory_mb\": null}]}"),
+                      &a) == 0);
+        CHECK(a.n_ranks == 3);
+        CHECK(a.ranks[0].error && strstr(a.ranks[0].error, "memory_mb"));
+        CHECK(a.ranks[1].error && strstr(a.ranks[1].error, "cpus"));
+        CHECK(!a.ranks[2].error && a.ranks[2].cpus == 2 && a.ranks[2].memory_mb == 0);
         wire_sync_answer_clear(&a);
 
         /* Negative keys are not keys: the entry is dropped, not started. */

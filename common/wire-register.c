@@ -45,18 +45,19 @@ bool wire_address_valid(const char *address) {
 }
 
 json_t *wire_register_encode(const WireRegister *r) {
-        return json_pack("{s:s, s:s*, s:s*, s:s*, s:s*, s:O*, s:{s:i, s:I, s:i, s:O*}}", "node",
-                         r->node, "hostname", r->hostname, "address", r->address, "boot_id",
+        return json_pack("{s:s, s:s*, s:s*, s:s*, s:s*, s:O*, s:{s:i, s:I, s:i, s:O*, s:s*}}",
+                         "node", r->node, "hostname", r->hostname, "address", r->address, "boot_id",
                          r->boot_id, "agent_id", r->agent_id, "labels", r->labels, "inventory",
                          "cpus", r->cpus, "memory_mb", (json_int_t) r->memory_mb, "numa_nodes",
-                         r->numa_nodes, "accelerators", r->accelerators);
+                         r->numa_nodes, "accelerators", r->accelerators, "containment",
+                         r->containment);
 }
 
 int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
         static const char *const keys[] = {"node",     "hostname", "address",   "boot_id",
                                            "agent_id", "labels",   "inventory", NULL};
-        static const char *const inv_keys[] = {"cpus", "memory_mb", "numa_nodes", "accelerators",
-                                               NULL};
+        static const char *const inv_keys[] = {"cpus",         "memory_mb",   "numa_nodes",
+                                               "accelerators", "containment", NULL};
         WireRegister r = {0};
         int k;
         if (!json_is_object(json))
@@ -98,6 +99,9 @@ int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
             0)
                 return k;
         r.numa_nodes = (int) v;
+        if ((k = json_get_string(inv, "containment", "inventory.containment", false, 64,
+                                 &r.containment, err)) < 0)
+                return k;
         json_t *acc = json_object_get(inv, "accelerators");
         if (acc && !json_is_array(acc))
                 return json_error_set(err, "inventory.accelerators", "must be a list");

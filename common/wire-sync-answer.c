@@ -6,6 +6,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +17,13 @@
 
 /* Absent optional members are null, as the decoder reads them. */
 static json_t *encode_desired(const WireDesiredRank *d) {
-        json_t *o = json_pack("{s:I,s:I,s:I,s:O,s:O?,s:s?,s:O?,s:I,s:s?,s:s?,s:s?}", "job",
+        json_t *o = json_pack("{s:I,s:I,s:I,s:O,s:O?,s:s?,s:O?,s:I,s:s?,s:s?,s:s?,s:i,s:I}", "job",
                               (json_int_t) d->key.job, "attempt", (json_int_t) d->key.attempt,
                               "rank", (json_int_t) d->key.rank, "argv", d->argv, "env", d->env,
                               "user", d->user, "devices", d->devices, "hang_timeout_s",
                               (json_int_t) d->hang_timeout_s, "workdir", d->workdir, "accelerator",
-                              d->accelerator, "checkpoint_dir", d->checkpoint_dir);
+                              d->accelerator, "checkpoint_dir", d->checkpoint_dir, "cpus", d->cpus,
+                              "memory_mb", (json_int_t) d->memory_mb);
         const char *sig = spec_hang_signal_name(d->hang_signal);
         if (sig) {
                 json_object_set_new(o, "hang_signal", json_string(sig));
@@ -83,6 +85,19 @@ static const char *opt_path(json_t *o, const char *key, char **error) {
                 return NULL;
         }
         return p;
+}
+
+/* An optional limit: an integer from 0 to max; anything else is an error, as a limit
+ * read as "none" would lift it. */
+static int64_t opt_limit(json_t *o, const char *key, int64_t max, char **error) {
+        json_t *v = json_object_get(o, key);
+        if (!v || json_is_null(v))
+                return 0;
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > max) {
+                desired_error(error, "%s must be an integer from 0 to %" PRId64, key, max);
+                return 0;
+        }
+        return json_integer_value(v);
 }
 
 /* Checks argv: 1..WIRE_MAX_ARGS strings; adds their size to *bytes. */
@@ -196,6 +211,8 @@ static int parse_desired(json_t *o, WireDesiredRank *d) {
                                  : grace > SPEC_MAX_HANG_SIGNAL_GRACE_S
                                          ? SPEC_MAX_HANG_SIGNAL_GRACE_S
                                          : grace;
+        d->cpus = (int) opt_limit(o, "cpus", WIRE_MAX_CPUS, &d->error);
+        d->memory_mb = opt_limit(o, "memory_mb", WIRE_MAX_MEMORY_MB, &d->error);
         return 0;
 }
 

@@ -11,7 +11,7 @@ static json_t *int_or_null(int64_t v, int64_t none) {
         return v == none ? json_null() : json_integer(v);
 }
 
-/* Unknown values are null; hung and start_failed appear only when true. */
+/* Unknown values are null; hung, start_failed and oom_killed appear only when true. */
 static json_t *encode_rank(const WireRankReport *r) {
         json_t *o = json_pack("{s:I, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "job",
                               (json_int_t) r->job, "attempt", r->attempt, "rank", r->rank, "state",
@@ -26,6 +26,8 @@ static json_t *encode_rank(const WireRankReport *r) {
                 json_object_set_new(o, "node_fault", json_true());
         if (r->log_tail)
                 json_object_set_new(o, "log_tail", json_string(r->log_tail));
+        if (r->oom_killed)
+                json_object_set_new(o, "oom_killed", json_true());
         return o;
 }
 
@@ -48,8 +50,8 @@ json_t *wire_sync_encode(const WireSync *s) {
 
 static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
         static const char *const keys[] = {
-                "job",  "attempt", "rank",         "state",      "pid",      "exit_code", "signal",
-                "step", "hung",    "start_failed", "node_fault", "log_tail", NULL};
+                "job",  "attempt", "rank",         "state",      "pid",      "exit_code",  "signal",
+                "step", "hung",    "start_failed", "node_fault", "log_tail", "oom_killed", NULL};
         int k;
         int64_t v;
         if (!json_is_object(o))
@@ -99,6 +101,8 @@ static int parse_rank(json_t *o, WireRankReport *rr, JsonError *err) {
                 return k;
         if (rr->node_fault && !rr->start_failed)
                 return json_error_set(err, "ranks[].node_fault", "only a start failure says it");
+        if ((k = json_get_bool(o, "oom_killed", "ranks[].oom_killed", &rr->oom_killed, err)) < 0)
+                return k;
         if (rr->exited && rr->exit_code < 0 && rr->signal == 0)
                 return json_error_set(err, "ranks[].exit_code",
                                       "an exited rank needs exit_code or signal");

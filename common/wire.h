@@ -44,6 +44,9 @@
 #define WIRE_MAX_NAME 256
 #define WIRE_MAX_HANG_TIMEOUT_S (366LL * 24 * 3600)
 #define WIRE_MAX_LOG_TAIL 4096 /* FAILRULES_LOG_TAIL */
+/* The spec's own bounds on a rank's resources (common/spec.c). */
+#define WIRE_MAX_CPUS 4096
+#define WIRE_MAX_MEMORY_MB (INT64_C(1) << 40)
 
 /* ---- POST /v1/agent/register ---- */
 
@@ -56,6 +59,8 @@ typedef struct WireRegister {
         int64_t memory_mb;
         int numa_nodes;
         json_t *accelerators; /* array of device objects with a kind */
+        const char *containment; /* how ranks are contained: "cgroup-v2", "subreaper"...;
+                                    may be NULL */
 } WireRegister;
 
 json_t *wire_register_encode(const WireRegister *r);
@@ -90,6 +95,7 @@ typedef struct WireRankReport {
         bool start_failed; /* exited because its command, workdir or account could not start */
         bool node_fault; /* start_failed because of the node: its state dir cannot be written */
         const char *log_tail; /* a failed rank's last log bytes (failure rules); NULL: none */
+        bool oom_killed; /* the OOM killer killed a process of it: over its memory_mb */
 } WireRankReport;
 
 typedef struct WireCheckpoint {
@@ -136,6 +142,8 @@ typedef struct WireDesiredRank {
         int64_t hang_timeout_s;
         int hang_signal; /* sent before a hang is reported (spec_hang_signal_name); 0: none */
         int64_t hang_signal_grace_s;
+        int cpus; /* the spec's resources, limits where the node has cgroups; 0: none */
+        int64_t memory_mb;
         char *error; /* decoded only, malloc'd: why the entry cannot be started as given */
 } WireDesiredRank;
 

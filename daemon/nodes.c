@@ -180,6 +180,7 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
                            .exited = rr->exited,
                            .start_failed = rr->start_failed,
                            .node_fault = rr->node_fault,
+                           .oom_killed = rr->oom_killed,
                            .hung = rr->hung,
                            .log_tail = rr->log_tail,
                            .operator_rules = &ctl->failure_rules,

@@ -117,6 +117,7 @@ typedef struct HealthSeen {
         int rank;
         bool exited, start_failed, hung;
         bool node_fault; /* start_failed because of the node (its state dir) */
+        bool oom_killed; /* the OOM killer struck in the rank's cgroup: over its memory_mb */
         int exit_code; /* -1: none */
         int signal; /* 0: none */
         int64_t step; /* -1: unknown */

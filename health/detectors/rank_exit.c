@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A rank exited with a failure: a non-zero code or a signal is the job's own failure;
+ * A rank exited with a failure: a non-zero code or a signal is the job's own failure
+ * (running out of its memory_mb too, said as such);
  * an exit before the command ran (command, workdir or account) is a start failure.
  * Neither is evidence against the node (DESIGN.md §4a), unless the agent says the start
  * failed for want of its own state directory.
@@ -34,7 +35,13 @@ static bool detect(const HealthSeen *s, HealthFinding *f) {
         f->reason = END_RANK_EXIT;
         f->cls = FAILURE_JOB;
         f->signal = s->signal;
-        if (s->signal > 0)
+        if (s->oom_killed)
+                snprintf(f->detail, sizeof(f->detail),
+                         "rank %d on %s ran out of memory: the kernel's OOM killer stopped it at "
+                         "its resources.memory_mb limit (%s %d)",
+                         s->rank, s->node, s->signal > 0 ? "signal" : "exit code",
+                         s->signal > 0 ? s->signal : s->exit_code);
+        else if (s->signal > 0)
                 snprintf(f->detail, sizeof(f->detail), "rank %d on %s killed by signal %d", s->rank,
                          s->node, s->signal);
         else

@@ -500,6 +500,63 @@ def supports_flag(binary, flag):
     return flag in _HELP_CACHE[binary]
 
 
+def cgroup_dirs(pid="self"):
+    """The cgroup of a process (by default this one, below which the agents it starts
+    make theirs) in every hierarchy mounted here, as directories."""
+    mounts = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[sep + 1] in ("cgroup", "cgroup2"):
+                opts = set(fields[sep + 3].split(","))
+                mounts.append((fields[3], fields[4].replace("\\040", " "),
+                               fields[sep + 1] == "cgroup2", opts))
+    dirs = []
+    with open("/proc/%s/cgroup" % pid) as f:
+        for line in f:
+            _, names, path = line.rstrip("\n").split(":", 2)
+            wanted = set(names.split(",")) if names else set()
+            for root, point, v2, opts in mounts:
+                if v2 != (not names) or not wanted <= opts:
+                    continue
+                if root != "/" and path != root and not path.startswith(root + "/"):
+                    continue
+                rest = path[len(root):] if root != "/" else path
+                dirs.append(point + rest.rstrip("/"))
+                break
+    return dirs
+
+
+def remove_cgroups(prefix):
+    """Kills what is left in the cgroups named prefix* of agents that were killed, and
+    removes them: a cluster leaves no cgroup behind."""
+    for base in cgroup_dirs():
+        try:
+            names = [n for n in os.listdir(base) if n.startswith(prefix)]
+        except OSError:
+            continue
+        for name in names:
+            top = os.path.join(base, name)
+            for sub in [os.path.join(top, n) for n in os.listdir(top)
+                        if os.path.isdir(os.path.join(top, n))] + [top]:
+                def gone(sub=sub):
+                    try:
+                        with open(os.path.join(sub, "cgroup.procs")) as f:
+                            for pid in f.read().split():
+                                os.kill(int(pid), signal.SIGKILL)
+                        os.rmdir(sub)
+                    except FileNotFoundError:
+                        pass
+                    except OSError:
+                        return False
+                    return True
+                try:
+                    wait_for(gone, 5, "cgroup %s to be removed" % sub)
+                except Timeout:
+                    log("cannot remove cgroup %s" % sub)
+
+
 class ApiError(Exception):
     def __init__(self, status, body):
         super().__init__("HTTP %d: %s" % (status, body))
@@ -516,6 +573,7 @@ class Cluster:
     def __init__(self, n_agents=2, lease_ms=None, grace_ms=None, controller_args=(),
                  agent_args=None, relay=True, name="cluster"):
         self.marker = uuid.uuid4().hex
+        self.cgroup_prefix = "axtest-" + self.marker[:12]
         self.tmp = tempfile.mkdtemp(prefix="axtest-%s-" % name)
         self.n_agents = n_agents
         self.lease_ms = lease_ms
@@ -637,7 +695,15 @@ class Cluster:
             # Tests run as root and their jobs name no local account: the agent refuses
             # both by default (docs/SECURITY.md), so allow them here explicitly.
             argv += ["--allow-root", "--default-user", "root"]
+        if supports_flag(AXAGENT, "--cgroup"):
+            # Clusters run side by side on one host with the same node names: each agent
+            # needs cgroups of its own, or one would sweep another's ranks as orphans.
+            argv += ["--cgroup", self.cgroup_name(node)]
         return argv + list(extra)
+
+    def cgroup_name(self, node):
+        """The cgroup the agent of node makes below its own (axagent --cgroup)."""
+        return "%s-%s" % (self.cgroup_prefix, node)
 
     def start_agent(self, node):
         if self.use_relay and node not in self.relays:
@@ -710,6 +776,7 @@ class Cluster:
             for r in self.relays.values():
                 r.close()
             self.kill_stray_ranks()
+            remove_cgroups(self.cgroup_prefix)
         return leftovers
 
     def kill_stray_ranks(self):

@@ -10,9 +10,14 @@
 - Clean shutdown: SIGTERM while `axctl logs -f` streams and agents long-poll exits 0.
 - A rank and everything it starts are one unit: a rank that ignores SIGTERM, leaves its
   process group for its supervisor's and double-forks a child into a new session is
-  gone, child included, after a cancel."""
+  gone, child included, after a cancel. Where the agent has cgroups the rank and its
+  escapees are in the rank's own cgroup, which a cancel kills even after the rank's
+  supervisor was killed, which goes away with the rank, and which an agent that lost its
+  state directory finds and kills before it starts anything; a rank over its memory_mb
+  is killed by the OOM killer and its attempt says so."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +38,13 @@ with open(out + ".tmp", "w") as f:
 os.rename(out + ".tmp", out)
 while True:
     time.sleep(1)
+"""
+
+
+MEMORY_HOG = r"""
+import time
+hog = bytearray(512 << 20)  # zero-filled: every page is touched
+time.sleep(60)
 """
 
 
@@ -165,9 +177,12 @@ class ContainmentTest(axtest.ClusterTestCase):
                          "axctld must exit 0 on SIGTERM with a log stream suspended")
         follower.wait(timeout=10)
 
-    def test_cancel_stops_a_rank_and_all_it_started(self):
-        c = self.start_cluster(1)
+    def start_escaper(self, c, node="n1"):
+        """Runs ESCAPING_RANK; returns the job id, the rank's pid and its escapee's."""
         out = os.path.join(c.tmp, "escaper.pid")
+        for path in (out, out + ".esc"):
+            if os.path.exists(path):
+                os.unlink(path)
         spec = {"name": "escaper", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
                 "command": [sys.executable, "-c", ESCAPING_RANK, out]}
         job_id = c.submit(spec)["id"]
@@ -177,14 +192,115 @@ class ContainmentTest(axtest.ClusterTestCase):
         rank, escapee = read_pid(out), read_pid(out + ".esc")
         self.assertNotEqual(os.getpgid(rank), rank)
         self.assertEqual(os.getsid(escapee), escapee)
+        return job_id, rank, escapee
+
+    def containment(self, c, node="n1"):
+        nodes = {n["name"]: n for n in c.nodes()}
+        return nodes[node]["inventory"].get("containment", "subreaper")
+
+    def require_cgroups(self, c, node="n1"):
+        kind = self.containment(c, node)
+        if not kind.startswith("cgroup"):
+            self.skipTest("the agent has no cgroups here (%s)" % kind)
+
+    def rank_cgroup_dirs(self, c, pid, job_id, node="n1"):
+        """The directories of the rank cgroup of job_id (attempt 1, rank 0) pid is in."""
+        suffix = "/%s/job%d-a1-r0" % (c.cgroup_name(node), job_id)
+        return [d for d in axtest.cgroup_dirs(pid) if d.endswith(suffix)]
+
+    def assert_gone(self, *pids, timeout=10):
+        axtest.wait_for(lambda: not any(axtest.pid_alive(p) for p in pids), timeout,
+                        "processes %s to be gone" % (pids,))
+
+    def test_cancel_stops_a_rank_and_all_it_started(self):
+        c = self.start_cluster(1)
+        job_id, rank, escapee = self.start_escaper(c)
+        dirs = []
+        if self.containment(c) != "subreaper":
+            # The rank and what escaped its group and session share the rank's cgroup.
+            dirs = self.rank_cgroup_dirs(c, rank, job_id)
+            self.assertTrue(dirs, axtest.cgroup_dirs(rank))
+            self.assertEqual(self.rank_cgroup_dirs(c, escapee, job_id), dirs)
 
         c.cancel(job_id)
         view = c.wait_job(job_id, timeout=30)
         self.assertEqual(view["state"], "cancelled")
         # SIGTERM is ignored: the agent's kill grace (3 s) passes, then SIGKILL.
-        axtest.wait_for(lambda: not axtest.pid_alive(rank) and not axtest.pid_alive(escapee),
-                        10, "the rank %d and its detached grandchild %d to be gone"
-                        % (rank, escapee))
+        self.assert_gone(rank, escapee)
+        # The rank's cgroups go with it.
+        axtest.wait_for(lambda: not any(os.path.isdir(d) for d in dirs), 10,
+                        "the rank's cgroups %s to be removed" % dirs)
+
+    def shim_pid(self, c, job_id, node="n1"):
+        return read_pid(os.path.join(c.tmp, node, "ranks", "%d-1-0" % job_id, "shim.pid"))
+
+    def test_cancel_kills_the_cgroup_after_its_supervisor_was_killed(self):
+        # Without its supervisor, the subreaper, only the cgroup still holds the escapee.
+        c = self.start_cluster(1)
+        self.require_cgroups(c)
+        job_id, rank, escapee = self.start_escaper(c)
+        os.kill(self.shim_pid(c, job_id), signal.SIGKILL)
+        time.sleep(0.3)
+        self.assertTrue(axtest.pid_alive(rank) and axtest.pid_alive(escapee))
+
+        c.cancel(job_id)
+        self.assertEqual(c.wait_job(job_id, timeout=30)["state"], "cancelled")
+        self.assert_gone(rank, escapee)
+
+    def test_agent_restart_keeps_ranks_and_their_cgroups(self):
+        c = self.start_cluster(1)
+        self.require_cgroups(c)
+        job_id, rank, escapee = self.start_escaper(c)
+        dirs = self.rank_cgroup_dirs(c, rank, job_id)
+        c.restart_agent("n1", signal.SIGKILL)
+        c.wait_nodes_ready(["n1"])
+        time.sleep(1.0)  # a sync or two: the restarted agent's sweep has run
+        self.assertTrue(axtest.pid_alive(rank) and axtest.pid_alive(escapee))
+        self.assertEqual(self.rank_cgroup_dirs(c, escapee, job_id), dirs)
+        self.assertEqual(c.job(job_id)["attempt"], 1)
+        c.cancel(job_id)
+        c.wait_job(job_id, timeout=30)
+        self.assert_gone(rank, escapee)
+
+    def test_agent_that_lost_its_state_stops_the_orphans_first(self):
+        c = self.start_cluster(1, lease_ms=2000, grace_ms=1000)
+        self.require_cgroups(c)
+        job_id, rank, escapee = self.start_escaper(c)
+        # The agent and the rank's supervisor die (nothing fences the rank now), and the
+        # state directory is lost.
+        shim = self.shim_pid(c, job_id)
+        c.agents["n1"].kill()
+        os.kill(shim, signal.SIGKILL)
+        state = os.path.join(c.tmp, "n1")
+        shutil.rmtree(state)
+        os.makedirs(state)
+        time.sleep(2.5)  # the old agent's lease is over: only the cgroup holds the rank
+        self.assertTrue(axtest.pid_alive(rank) and axtest.pid_alive(escapee))
+
+        c.start_agent("n1")
+        self.assert_gone(rank, escapee, timeout=20)
+
+        def logged():
+            with open(c.agents["n1"].stderr_path) as f:
+                return "Stopped 1 orphaned ranks" in f.read()
+        axtest.wait_for(logged, 5, "the agent to say it stopped the orphan")
+        c.cancel(job_id)
+        c.wait_job(job_id, timeout=30)
+
+    def test_memory_limit_is_enforced(self):
+        c = self.start_cluster(1)
+        self.require_cgroups(c)
+        with open(c.agents["n1"].stderr_path) as f:
+            if "limits: memory_mb" not in f.read():
+                self.skipTest("no memory controller for the agent here")
+        spec = {"name": "hog", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
+                "resources": {"memory_mb": 128}, "restart": {"max_restarts": 0},
+                "command": [sys.executable, "-c", MEMORY_HOG]}
+        job_id = c.submit(spec)["id"]
+        view = c.wait_job(job_id, timeout=30)
+        self.assertEqual(view["state"], "failed", view)
+        self.assertIn("ran out of memory", view["reason"])
+        self.assertIn("memory_mb", view["reason"])
 
 
 if __name__ == "__main__":
