@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
@@ -705,6 +706,41 @@ class AccelTest(axtest.ClusterTestCase):
         c.wait_job(job.id, "cancelled", timeout=20)
         self.assert_no_overlap(job)
         self.assert_clean_exit(c, "n1")
+
+    def test_gpu_failure_under_a_dying_rank_is_the_nodes_fault(self):
+        """A rank dies while its GPU reports uncorrected ECC errors, long before the next
+        periodic probe: the agent probes at the exit, so the sync that carries the exit
+        also carries the evidence, and the attempt ends as the node's fault (issue 11)."""
+        library = fakenvml_library()
+        if not os.path.exists(library):
+            self.skipTest("fake NVML library not built: %s" % library)
+        libdir = os.path.join(self.scratch, "nvml")
+        os.makedirs(libdir)
+        os.symlink(os.path.abspath(library), os.path.join(libdir, "libnvidia-ml.so.1"))
+        config = os.path.join(self.scratch, "fakenvml.conf")
+        open(config, "w").close()
+        slow = ["--health-interval-ms", "600000"]
+        c = self.start_accel_cluster(
+            [self.host_args("h100", extra=slow)],
+            agent_env={"n1": {"LD_LIBRARY_PATH": libdir, "FAKENVML_CONFIG": config}})
+        job = c.work_job("ecc", ranks=1, steps=10000, step_ms=50,
+                         restart={"max_restarts": 5, "backoff_initial_s": 0},
+                         spec={"user": USER, "resources": {"accelerator": "nvidia-h100",
+                                                           "accelerators_per_rank": 8}})
+        job.id = c.submit(job.spec)["id"]
+        rank = self.wait_attempt_running(c, job.id, 1)[0]
+        bad = expected_devices(HOSTS["h100"][0])[3]["pci_bus_id"]
+        with open(config, "w") as f:
+            f.write("%s ecc=2\n" % bad)
+        os.kill(rank["pid"], signal.SIGKILL)
+        view = axtest.wait_for(lambda: (lambda v: v if v["attempts"][0]["end_reason"] else None)(
+            c.job(job.id)), 20, "attempt 1 to end")
+        first = view["attempts"][0]
+        self.assertEqual((first["end_reason"], first["failure_class"], first["blamed_node"]),
+                         ("unhealthy", "node", "n1"), first)
+        self.assertIn("nvidia %s: 2 uncorrected ECC errors" % bad, first["detail"])
+        c.cancel(job.id)
+        c.wait_job(job.id, "cancelled", timeout=20)
 
     def assert_clean_exit(self, c, node):
         """SIGTERM: the agent (with NVML loaded, under the sanitizers: no leak) exits 0."""
