@@ -620,7 +620,8 @@ class AccelTest(axtest.ClusterTestCase):
         self.assertEqual(len(rows), 1, p.stdout)
         return rows[0]
 
-    def test_nvml_health(self):
+    def fake_nvml(self):
+        """The fake NVML library's directory (for LD_LIBRARY_PATH) and its config file."""
         library = fakenvml_library()
         if not os.path.exists(library):
             self.skipTest("fake NVML library not built: %s" % library)
@@ -628,6 +629,11 @@ class AccelTest(axtest.ClusterTestCase):
         os.makedirs(libdir)
         os.symlink(os.path.abspath(library), os.path.join(libdir, "libnvidia-ml.so.1"))
         config = os.path.join(self.scratch, "fakenvml.conf")
+        open(config, "w").close()
+        return libdir, config
+
+    def test_nvml_health(self):
+        libdir, config = self.fake_nvml()
         h100 = expected_devices(HOSTS["h100"][0])
         good = "%s uuid=GPU-axtest-0\n" % h100[0]["pci_bus_id"]
         with open(config, "w") as f:
@@ -711,14 +717,7 @@ class AccelTest(axtest.ClusterTestCase):
         """A rank dies while its GPU reports uncorrected ECC errors, long before the next
         periodic probe: the agent probes at the exit, so the sync that carries the exit
         also carries the evidence, and the attempt ends as the node's fault (issue 11)."""
-        library = fakenvml_library()
-        if not os.path.exists(library):
-            self.skipTest("fake NVML library not built: %s" % library)
-        libdir = os.path.join(self.scratch, "nvml")
-        os.makedirs(libdir)
-        os.symlink(os.path.abspath(library), os.path.join(libdir, "libnvidia-ml.so.1"))
-        config = os.path.join(self.scratch, "fakenvml.conf")
-        open(config, "w").close()
+        libdir, config = self.fake_nvml()
         slow = ["--health-interval-ms", "600000"]
         c = self.start_accel_cluster(
             [self.host_args("h100", extra=slow)],

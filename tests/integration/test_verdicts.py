@@ -60,13 +60,14 @@ class VerdictsTest(axtest.ClusterTestCase):
                  {"pattern": "flaky network", "action": "retry"},
                  {"pattern": "my GPU is bad", "action": "node_fault"}]
 
+        def run(name, script, restart):
+            job = c.work_job(name, restart=restart, spec={"failure_rules": rules})
+            job.spec["command"] = say_then(script) + job.spec["command"]
+            job.id = c.submit(job.spec)["id"]
+            return c.wait_job(job.id, timeout=40)
+
         # fatal: no restart, whatever the budget.
-        fatal = c.work_job("fatal", restart={"max_restarts": 5},
-                           spec={"failure_rules": rules})
-        fatal.spec["command"] = say_then('echo "FATAL: config missing"; exit 1;') + \
-            fatal.spec["command"]
-        fatal.id = c.submit(fatal.spec)["id"]
-        view = c.wait_job(fatal.id, timeout=30)
+        view = run("fatal", 'echo "FATAL: config missing"; exit 1;', {"max_restarts": 5})
         self.assertEqual((view["state"], view["attempt"]), ("failed", 1), view)
         self.assertIn("fatal failure rule", view["reason"])
         self.assertIn("the job's rule 1 (fatal, bad config): FATAL: config missing",
@@ -74,26 +75,16 @@ class VerdictsTest(axtest.ClusterTestCase):
 
         # retry: spends no budget, but still waits the backoff and ends after the
         # failures in a row without progress.
-        retry = c.work_job("retry", restart={"max_restarts": 0, "backoff_max_s": 1,
-                                             "max_failures_without_progress": 3},
-                           spec={"failure_rules": rules})
-        retry.spec["command"] = say_then('echo "flaky network" >&2; exit 7;') + \
-            retry.spec["command"]
-        retry.id = c.submit(retry.spec)["id"]
-        view = c.wait_job(retry.id, timeout=30)
+        view = run("retry", 'echo "flaky network" >&2; exit 7;',
+                   {"max_restarts": 0, "backoff_max_s": 1, "max_failures_without_progress": 3})
         self.assertEqual((view["state"], view["attempt"], view["restarts"]), ("failed", 3, 0),
                          view)
         self.assertIn("3 times in a row without progress", view["reason"])
 
         # The job's own node_fault: the job moves, but no node is blamed or quarantined,
         # however often it says so (quarantine after 1 blame here).
-        claim = c.work_job("claim", restart={"max_restarts": 10, "backoff_max_s": 1,
-                                             "max_failures_without_progress": 4},
-                           spec={"failure_rules": rules})
-        claim.spec["command"] = say_then('echo "my GPU is bad"; exit 1;') + \
-            claim.spec["command"]
-        claim.id = c.submit(claim.spec)["id"]
-        view = c.wait_job(claim.id, timeout=40)
+        view = run("claim", 'echo "my GPU is bad"; exit 1;',
+                   {"max_restarts": 10, "backoff_max_s": 1, "max_failures_without_progress": 4})
         self.assertEqual((view["state"], view["attempt"]), ("failed", 4), view)
         nodes = [a["detail"].split(" on ")[1].split(" ")[0] for a in view["attempts"]]
         for a in view["attempts"]:
