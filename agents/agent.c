@@ -207,6 +207,7 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                 log_error("Cannot use state directory %s: %s", cfg->state_dir, strerror(-r));
                 goto fail;
         }
+        rank_table_set_log_limits(a->ranks, cfg->log_limits);
         r = rank_table_adopt(a->ranks);
         if (r < 0) {
                 log_error("Cannot scan %s/ranks: %s", cfg->state_dir, strerror(-r));

@@ -4,6 +4,9 @@
  * follow stream may simply block in its content reader: it polls the file every 100 ms
  * while watching the client's socket for a hang-up, and ends once the rank's status is
  * recorded (or its state directory is gone) and the file has been read to the end.
+ * A log is rotated by renaming (logpump.h), so a reader holds one file open, reads it
+ * to its end and then looks up by inode where that file went: the file after it is the
+ * name one number lower.
  * Request paths are parsed as three plain integers and the file name is built from
  * them, so no part of the URL ever reaches the file system.
  */
@@ -24,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "logpump.h"
 #include "rank.h"
 #include "token.h"
 #include "util.h"
@@ -48,13 +52,17 @@ struct AgentLogServer {
         atomic_bool stopping;
 };
 
-typedef struct LogFollow {
+/* One answer: the rank's log from its oldest rotated file on, following or not. */
+typedef struct LogReader {
         AgentLogServer *server;
         RankKey key;
-        int fd;
+        char *path;
+        int fd; /* the file being read */
+        int next_fd; /* the file after it, once found; fd is then read to its end first */
         int client_fd;
+        bool follow;
         bool last_pass; /* the rank has ended: read to the end once more, then stop */
-} LogFollow;
+} LogReader;
 
 int agent_listen_parse(const char *addr, char **ret_host, uint16_t *ret_port) {
         const char *colon, *host_start = addr, *host_end;
@@ -142,17 +150,84 @@ static enum MHD_Result log_respond_json(struct MHD_Connection *c, unsigned statu
         return log_respond(c, status, resp, "application/json");
 }
 
-static ssize_t log_follow_read(void *cls, uint64_t pos, char *buf, size_t max) {
-        LogFollow *f = cls;
+/* Opens a log file for reading: a regular file, not through a link. -1 if none. */
+static int log_file_open(const char *path) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+                close(fd);
+                fd = -1;
+        }
+        return fd;
+}
+
+/* <path>.<n>, or <path> itself for 0 (malloc'd). */
+static char *log_file_name(const char *path, int n) {
+        return n == 0 ? xstrdup(path) : xasprintf("%s.%d", path, n);
+}
+
+/* Opens the oldest file of a log: the highest rotated number, or the log itself. */
+static int log_open_oldest(const char *path) {
+        int n = 0;
+        struct stat st;
+        for (; n < LOGPUMP_MAX_KEEP; n++) {
+                _cleanup_free_ char *name = log_file_name(path, n + 1);
+                if (lstat(name, &st) < 0)
+                        break;
+        }
+        for (; n >= 0; n--) {
+                _cleanup_free_ char *name = log_file_name(path, n);
+                int fd = log_file_open(name);
+                if (fd >= 0)
+                        return fd;
+        }
+        return -1;
+}
+
+/*
+ * The file written after the one open as fd, or -1 while fd is still the current log
+ * (or its successor is not created yet). A file rotated out of the kept ones is
+ * followed by the oldest file kept.
+ */
+static int log_open_successor(const char *path, int fd) {
+        struct stat cur, st;
+        if (fstat(fd, &cur) < 0)
+                return -1;
+        if (stat(path, &st) == 0 && st.st_ino == cur.st_ino && st.st_dev == cur.st_dev)
+                return -1;
+        int n = 1;
+        for (; n <= LOGPUMP_MAX_KEEP; n++) {
+                _cleanup_free_ char *name = log_file_name(path, n);
+                if (lstat(name, &st) < 0)
+                        return log_open_oldest(path);
+                if (st.st_ino == cur.st_ino && st.st_dev == cur.st_dev)
+                        break;
+        }
+        _cleanup_free_ char *next = log_file_name(path, n - 1);
+        return log_file_open(next);
+}
+
+static ssize_t log_reader_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        LogReader *f = cls;
         for (;;) {
-                ssize_t n = pread(f->fd, buf, max, (off_t) pos);
+                ssize_t n = read(f->fd, buf, max);
                 if (n > 0)
                         return n;
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
-                if (f->last_pass || atomic_load(&f->server->stopping))
+                /* The end of this file. Writes to it may have come in just before it
+                 * was rotated, so it is read once more after its successor turned up. */
+                if (f->next_fd >= 0) {
+                        close(f->fd);
+                        f->fd = f->next_fd;
+                        f->next_fd = -1;
+                        continue;
+                }
+                if ((f->next_fd = log_open_successor(f->path, f->fd)) >= 0)
+                        continue;
+                if (!f->follow || f->last_pass || atomic_load(&f->server->stopping))
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 if (rank_finished_on_disk(f->server->state_dir, f->key)) {
                         /* The rank may have written more just before it ended. */
@@ -166,9 +241,12 @@ static ssize_t log_follow_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
 }
 
-static void log_follow_free(void *cls) {
-        LogFollow *f = cls;
+static void log_reader_free(void *cls) {
+        LogReader *f = cls;
         close(f->fd);
+        if (f->next_fd >= 0)
+                close(f->next_fd);
+        free(f->path);
         free(f);
 }
 
@@ -202,35 +280,29 @@ static enum MHD_Result log_handle(void *cls, struct MHD_Connection *c, const cha
                                         "ask the controller: GET /v1/jobs/{id}/logs gives a "
                                         "signed link");
 
-        _cleanup_free_ char *path = rank_log_path(s->state_dir, key);
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        struct stat st;
-        if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
-                close(fd);
-                fd = -1;
-        }
-        if (fd < 0)
+        char *path = rank_log_path(s->state_dir, key);
+        int fd = log_open_oldest(path);
+        if (fd < 0) {
+                free(path);
                 return log_respond_json(c, MHD_HTTP_NOT_FOUND, "not_found",
                                         "no log for this rank on this node");
-
-        const char *follow = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "follow");
-        struct MHD_Response *resp;
-        if (follow && strcmp(follow, "1") == 0) {
-                LogFollow *f = xcalloc(1, sizeof(*f));
-                const union MHD_ConnectionInfo *ci =
-                        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-                *f = (LogFollow){
-                        .server = s, .key = key, .fd = fd, .client_fd = ci ? ci->connect_fd : -1};
-                resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
-                                                         log_follow_read, f, log_follow_free);
-                if (!resp)
-                        log_follow_free(f);
-        } else {
-                /* Takes fd; serves the bytes written so far. */
-                resp = MHD_create_response_from_fd((uint64_t) st.st_size, fd);
-                if (!resp)
-                        close(fd);
         }
+        const char *follow = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "follow");
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        LogReader *f = xcalloc(1, sizeof(*f));
+        *f = (LogReader){.server = s,
+                         .key = key,
+                         .path = path,
+                         .fd = fd,
+                         .next_fd = -1,
+                         .client_fd = ci ? ci->connect_fd : -1,
+                         .follow = follow && strcmp(follow, "1") == 0};
+        /* Without follow: every file kept, up to the end of the current one. */
+        struct MHD_Response *resp = MHD_create_response_from_callback(
+                MHD_SIZE_UNKNOWN, 64 * 1024, log_reader_read, f, log_reader_free);
+        if (!resp)
+                log_reader_free(f);
         if (!resp)
                 return MHD_NO;
         return log_respond(c, MHD_HTTP_OK, resp, "text/plain; charset=utf-8");

@@ -30,6 +30,7 @@ struct RankTable {
         char *ranks_dir;
         char *boot_id;
         NodeLease *lease;
+        LogPumpLimits log_limits;
         Rank **ranks;
         size_t n_ranks;
 };
@@ -91,6 +92,8 @@ int rank_table_new(const char *state_dir, const char *boot_id, RankTable **ret) 
                 return r;
         RankTable *t = xcalloc(1, sizeof(*t));
         t->lease = lease;
+        t->log_limits = (LogPumpLimits){.max_bytes = LOGPUMP_DEFAULT_MAX_MB * 1024LL * 1024,
+                                        .keep = LOGPUMP_DEFAULT_KEEP};
         t->state_dir = xstrdup(state_dir);
         t->ranks_dir = TAKE_PTR(ranks_dir);
         t->boot_id = xstrdup(boot_id);
@@ -121,6 +124,10 @@ RankTable *rank_table_free(RankTable *t) {
         free(t->boot_id);
         free(t);
         return NULL;
+}
+
+void rank_table_set_log_limits(RankTable *t, LogPumpLimits limits) {
+        t->log_limits = limits;
 }
 
 void rank_table_renew_lease(RankTable *t, int64_t deadline_boot_ms) {
@@ -306,6 +313,7 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         ShimLaunch sl = {
                 .rank_dir = rank->dir,
                 .log_path = log_path,
+                .log_limits = &t->log_limits,
                 .workdir = l->workdir,
                 .argv = l->argv,
                 .envp = l->envp,

@@ -75,6 +75,8 @@ int rank_table_new(const char *state_dir, const char *boot_id, RankTable **ret);
  * re-adopted ones included, is killed by its shim once it passes (lease.h).
  */
 void rank_table_renew_lease(RankTable *t, int64_t deadline_boot_ms);
+/* The cap and rotation of the logs of ranks started from now on (default: logpump.h's). */
+void rank_table_set_log_limits(RankTable *t, LogPumpLimits limits);
 /* Frees the table; ranks keep running. Returns NULL. */
 RankTable *rank_table_free(RankTable *t);
 

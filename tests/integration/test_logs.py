@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: MIT
+"""Rank logs as a bounded resource (issue 12, point 4), with the real binaries.
+
+- A rank's log is capped and rotated (`axagent --log-max-mb 1 --log-keep 2`): a rank that
+  writes 5 MiB leaves at most three files of 1 MiB, never blocks or dies for it, and
+  `axctl logs -f` started before the first rotation sees every line exactly once, in
+  order, across the rotations; `axctl logs` afterwards shows what is kept.
+- A log that cannot be rotated drops what is beyond its cap, counts it and says so in
+  the log: the count and the bytes kept add up to what the rank wrote."""
+
+import os
+import re
+import subprocess
+import sys
+
+import axtest
+
+MIB = 1024 * 1024
+
+# Writes `lines` numbered lines of 100 bytes in bursts, waiting first for `go` to exist.
+WRITER = r"""
+import os, sys, time
+go, lines = sys.argv[1], int(sys.argv[2])
+while not os.path.exists(go):
+    time.sleep(0.02)
+out = sys.stdout
+for i in range(lines):
+    out.write("line %08d %s\n" % (i, "x" * 85))
+    if i % 2000 == 1999:
+        out.flush()
+        time.sleep(0.01)
+out.write("writer done\n")
+"""
+
+LINE_RE = re.compile(r"^line (\d{8}) x{85}$")
+
+
+def line_numbers(text):
+    return [int(m.group(1)) for m in map(LINE_RE.match, text.splitlines()) if m]
+
+
+class LogCapTest(axtest.ClusterTestCase):
+    def writer_job(self, c, lines):
+        go = os.path.join(c.tmp, "go-%d" % lines)
+        spec = {"name": "writer", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
+                "command": [sys.executable, "-c", WRITER, go, str(lines)]}
+        job_id = c.submit(spec)["id"]
+        c.wait_running(job_id)
+        log = os.path.join(c.tmp, "n1", "logs", str(job_id), "1", "rank-0.log")
+        return job_id, go, log
+
+    def test_log_is_capped_and_rotated_and_followed(self):
+        c = self.start_cluster(1, agent_args=[["--log-max-mb", "1", "--log-keep", "2"]])
+        lines = 52000  # 5.2 MB
+        job_id, go, log = self.writer_job(c, lines)
+        env = dict(c.env, AXCTL_URL=c.url)
+        follower = subprocess.Popen([axtest.AXCTL, "logs", str(job_id), "--rank", "0", "-f"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.addCleanup(follower.kill)
+        # The environment header comes first: the stream is open before any rotation.
+        self.assertIn("axctl environment", follower.stdout.readline().decode())
+        open(go, "w").close()
+
+        view = c.wait_job(job_id, timeout=60)
+        self.assertEqual(view["state"], "succeeded", view.get("reason"))
+        out, err = follower.communicate(timeout=30)
+        self.assertEqual(follower.returncode, 0, err)
+        self.assertEqual(line_numbers(out.decode()), list(range(lines)),
+                         "the follower missed or repeated lines across rotations")
+        self.assertIn("writer done", out.decode())
+
+        sizes = {}
+        for name in os.listdir(os.path.dirname(log)):
+            sizes[name] = os.path.getsize(os.path.join(os.path.dirname(log), name))
+        self.assertEqual(sorted(sizes), ["rank-0.log", "rank-0.log.1", "rank-0.log.2"], sizes)
+        self.assertTrue(all(size <= MIB for size in sizes.values()), sizes)
+        # Rotated files end at a line end, so every line is whole.
+        with open(log + ".2") as f:
+            kept = f.read()
+        with open(log + ".1") as f:
+            kept += f.read()
+        with open(log) as f:
+            kept += f.read()
+        numbers = line_numbers(kept)
+        self.assertEqual(numbers, list(range(numbers[0], lines)))
+        self.assertGreater(len(kept), 2 * MIB)
+        # Without -f: every kept file, oldest first.
+        self.assertEqual(c.logs(job_id, 0), kept)
+
+    def test_log_that_cannot_rotate_drops_and_counts(self):
+        c = self.start_cluster(1, agent_args=[["--log-max-mb", "1", "--log-keep", "1"]])
+        lines = 30000  # 3 MB
+        job_id, go, log = self.writer_job(c, lines)
+        # A directory where the oldest rotated file goes: the rotation cannot remove it.
+        os.makedirs(os.path.join(log + ".1", "blocker"))
+        open(go, "w").close()
+
+        view = c.wait_job(job_id, timeout=60)
+        self.assertEqual(view["state"], "succeeded", view.get("reason"))
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("axagent: cannot rotate this log", text)
+        m = re.search(r"axagent: (\d+) bytes of the rank's output were dropped", text)
+        self.assertIsNotNone(m, text[-500:])
+        numbers = line_numbers(text)
+        self.assertEqual(numbers, list(range(len(numbers))), "kept lines are the first ones")
+        written = 100 * lines + len("writer done\n")
+        kept = 100 * len(numbers) + (len("writer done\n") if "writer done" in text else 0)
+        self.assertEqual(int(m.group(1)) + kept, written)
+        # The cap holds but for the two lines that say what happened.
+        self.assertLess(os.path.getsize(log), MIB + 512)
+
+
+if __name__ == "__main__":
+    axtest.main()
