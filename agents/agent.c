@@ -482,9 +482,13 @@ static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
         agent_env_free(envp);
         unsigned uid = (unsigned) (l.run_as ? user.uid : geteuid());
         rank_user_done(&user);
+        if (k == -EEXIST)
+                return;
         if (k < 0) {
-                log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s", d->key.job,
-                          d->key.attempt, d->key.rank, strerror(-k));
+                log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64
+                          ": its state cannot be written to %s: %s; reporting it as failed",
+                          d->key.job, d->key.attempt, d->key.rank, a->cfg.state_dir, strerror(-k));
+                a->dirty = true;
                 return;
         }
         if (r->state == AGENT_RANK_EXITED)

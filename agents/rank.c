@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "reserve.h"
 #include "util.h"
 
 struct RankTable {
@@ -259,6 +260,31 @@ static int rank_log_header(const char *log_path, char *const *envp, const char *
         return fclose(f) < 0 ? -errno : 0;
 }
 
+/* Creates a rank's directory with its exit reserve, desired.json and progress file, and
+ * starts its log. 0 or -errno. */
+static int rank_dir_prepare(RankTable *t, const RankLaunch *l, const char *dir,
+                            const char *log_path, const char *error, int64_t started_wall_ms,
+                            int64_t started_boot_ms) {
+        /* A directory left by an earlier agent that could not adopt it is stale. */
+        (void) util_rm_rf(dir);
+        int r = util_mkdir_p(dir, 0755);
+        if (r < 0)
+                return r;
+        /* First: a rank starts only if its exit can be recorded. */
+        r = agent_reserve_make(dir);
+        if (r < 0)
+                return r;
+        r = rank_write_desired(dir, l, t->boot_id, started_wall_ms, started_boot_ms);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *progress = xasprintf("%s/progress", dir);
+        int fd = open(progress, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        close(fd);
+        return rank_log_header(log_path, l->envp, error);
+}
+
 int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         if (rank_table_find(t, l->key))
                 return -EEXIST;
@@ -266,26 +292,11 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         _cleanup_free_ char *dir = rank_key_dir(t, l->key);
         _cleanup_free_ char *progress = xasprintf("%s/progress", dir);
         _cleanup_free_ char *log_path = rank_table_log_path(t, l->key);
-        /* A directory left by an earlier agent that could not adopt it is stale. */
-        (void) util_rm_rf(dir);
-        int r = util_mkdir_p(dir, 0755);
-        if (r < 0)
-                return r;
-        int64_t started = util_wall_ms(), started_boot = util_boot_ms();
-        r = rank_write_desired(dir, l, t->boot_id, started, started_boot);
-        if (r < 0)
-                return r;
-        int fd = open(progress, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0)
-                return -errno;
-        close(fd);
-
         const char *error = l->error;
         if (!error && (!l->argv || !l->argv[0]))
                 error = "empty argv";
-        r = rank_log_header(log_path, l->envp, error);
-        if (r < 0)
-                return r;
+        int64_t started = util_wall_ms(), started_boot = util_boot_ms();
+        int r = rank_dir_prepare(t, l, dir, log_path, error, started, started_boot);
 
         Rank *rank = rank_table_add(t, l->key, TAKE_PTR(dir));
         rank->checkpoint_dir =
@@ -298,6 +309,14 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         *ret = rank;
 
         RankExit failed = {.signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED};
+        if (r < 0) {
+                /* The node cannot hold the rank's state (a full or failing disk): it is
+                 * known as exited, in memory only, so that its failure is reported rather
+                 * than the rank missing while its job waits for it. */
+                (void) util_rm_rf(rank->dir);
+                rank_set_exited(rank, failed);
+                return r;
+        }
         if (error) {
                 /* A refused account is the job's: the same spec fails the same way
                  * anywhere. Other launch errors are the node's or the controller's. */

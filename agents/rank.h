@@ -2,8 +2,8 @@
 /*
  * The agent's table of ranks and their state on disk. Each rank has a directory
  * <state>/ranks/<job>-<attempt>-<rank>/ holding desired.json (what a later agent needs to
- * know about it), shim.pid, rank.pid, progress (AXCTL_PROGRESS_FILE) and, once it has
- * ended, status. Logs live apart, in <state>/logs/<job>/<attempt>/rank-<rank>.log, and
+ * know about it), reserve (space for its exit record, reserve.h), shim.pid, rank.pid,
+ * progress (AXCTL_PROGRESS_FILE) and, once it has ended, status. Logs live apart, in <state>/logs/<job>/<attempt>/rank-<rank>.log, and
  * stay after the rank's directory is removed. Because the directory is the truth, a new
  * agent rebuilds the table from disk and carries on without restarting anything.
  */
@@ -101,7 +101,9 @@ bool rank_finished_on_disk(const char *state_dir, RankKey key);
 /*
  * Starts a rank (or records its launch failure) and adds it to the table. Returns 0
  * with *ret (owned by the table), -EEXIST when the key is in the table already, or
- * another -errno when not even the state directory could be written.
+ * another -errno when its state directory, exit reserve (reserve.h) or log could not be
+ * written: *ret is then in the table too, exited with SHIM_EXIT_LAUNCH_FAILED, its
+ * directory removed, so that the failure is reported.
  */
 int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret);
 

@@ -25,6 +25,7 @@
 
 #include "logpump.h"
 #include "proctree.h"
+#include "reserve.h"
 #include "util.h"
 
 extern char **environ;
@@ -341,14 +342,14 @@ int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_p
 }
 
 int agent_shim_write_status(const char *rank_dir, RankExit status) {
-        _cleanup_free_ char *path = xasprintf("%s/status", rank_dir);
         char buf[32];
         int len = snprintf(buf, sizeof(buf), "%s %d\n",
                            status.signaled       ? "signal"
                            : status.start_failed ? "start"
                                                  : "exit",
                            status.code);
-        return util_write_file_atomic(path, buf, (size_t) len);
+        /* A full disk must not cost us the one record that says how the rank ended. */
+        return agent_reserve_write(rank_dir, "status", buf, (size_t) len);
 }
 
 int agent_shim_read_status(const char *rank_dir, RankExit *ret) {

@@ -6,7 +6,11 @@
   `axctl logs -f` started before the first rotation sees every line exactly once, in
   order, across the rotations; `axctl logs` afterwards shows what is kept.
 - A log that cannot be rotated drops what is beyond its cap, counts it and says so in
-  the log: the count and the bytes kept add up to what the rank wrote."""
+  the log: the count and the bytes kept add up to what the rank wrote.
+- The agent can always record an exit: a rank that fills the agent's state disk (a
+  4 MiB tmpfs, needs root) with its output still has its real exit code reported, and
+  a rank the full disk cannot hold is reported as failed instead of its job waiting for
+  a rank that never starts."""
 
 import os
 import re
@@ -30,6 +34,18 @@ for i in range(lines):
         out.flush()
         time.sleep(0.01)
 out.write("writer done\n")
+"""
+
+# Fills the disk under its log (errors ignored, as a careless program would), then fails.
+FILLER = r"""
+import os, sys
+chunk = b"y" * 65535 + b"\n"
+for _ in range(int(sys.argv[1])):
+    try:
+        os.write(1, chunk)
+    except OSError:
+        pass
+sys.exit(3)
 """
 
 LINE_RE = re.compile(r"^line (\d{8}) x{85}$")
@@ -110,6 +126,42 @@ class LogCapTest(axtest.ClusterTestCase):
         # The cap holds but for the two lines that say what happened.
         self.assertLess(os.path.getsize(log), MIB + 512)
 
+
+class FullStateDiskTest(axtest.ClusterTestCase):
+    def test_exit_recorded_and_next_start_reported_on_a_full_disk(self):
+        c = axtest.Cluster(1, name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, c)
+        state = os.path.join(c.tmp, "n1")
+        os.makedirs(state)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", state],
+                          capture_output=True).returncode != 0:
+            if os.geteuid() == 0:
+                self.fail("root could not mount a tmpfs for the full-disk case")
+            self.skipTest("mounting a tmpfs needs root")
+        self.addCleanup(subprocess.run, ["umount", "-l", state])
+        c.start()
+        spec = {"name": "filler", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
+                "command": [sys.executable, "-c", FILLER, "96"],  # 6 MiB
+                "restart": {"max_restarts": 0}}
+        view = c.wait_job(c.submit(spec)["id"], timeout=30)
+        self.assertEqual(view["state"], "failed", view)
+        # The rank's own exit code, not a guess: its record was written on a full disk.
+        self.assertIn("exited with code 3", view["attempts"][0]["detail"])
+
+        # What the rank's record gave back is taken too: no rank fits any more.
+        with open(os.path.join(state, "fill"), "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        spec.update(name="nospace", command=["/bin/true"])
+        view = c.wait_job(c.submit(spec)["id"], timeout=30)
+        self.assertEqual(view["state"], "failed", view)
+        self.assertIn("exited with code 127", view["attempts"][0]["detail"])
+        with open(c.agents["n1"].stderr_path) as f:
+            self.assertIn("its state cannot be written", f.read())
+        self.assertEqual([n["state"] for n in c.nodes()], ["ready"])
 
 if __name__ == "__main__":
     axtest.main()
