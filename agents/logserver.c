@@ -38,10 +38,12 @@
  * Every connection costs a thread, so their number is bounded, per client address too,
  * and a client that sends nothing (a slow or stuck request, a reader that stopped
  * reading) is dropped after a while. Follow streams of a quiet rank are not idle in this
- * sense: their thread waits in the content reader, not on the client.
+ * sense: their thread waits in the content reader, not on the client. Every user's
+ * streams come from the controller's address, so its share is most of the total; the
+ * controller shares it out per user (--log-streams-per-user).
  */
-#define LOGSERVER_MAX_CONNECTIONS 64
-#define LOGSERVER_MAX_PER_CLIENT 16
+#define LOGSERVER_MAX_CONNECTIONS 128
+#define LOGSERVER_MAX_PER_CLIENT 96
 #define LOGSERVER_IDLE_TIMEOUT_S 60
 
 struct AgentLogServer {

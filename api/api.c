@@ -6,6 +6,7 @@
  */
 #include "api.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
@@ -55,6 +56,7 @@ struct Request {
         size_t proxy_status_len;
         bool proxy_started; /* the answer is queued; the body streams */
         bool proxy_suspended; /* waiting for the stream's pipe */
+        char *stream_owner; /* whose stream it is: "user NAME", or "address ADDR" */
         Request *stream_prev, *stream_next; /* Api.streams */
         /* Long-poll of an agent sync. */
         char *wait_node;
@@ -69,6 +71,7 @@ struct Api {
         struct MHD_Daemon *mhd;
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
+        int streams_per_user;
         Request *waiting; /* suspended: for commit or for a node change */
         Request *streams; /* log streams (suspended while their pipe is empty) */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
@@ -333,6 +336,34 @@ static void handle_events(Api *api, Request *req, struct MHD_Connection *con, in
         request_set_answer(req, 200, json_pack("{s:o}", "events", c.events));
 }
 
+/*
+ * Who a log stream counts against: the token's name, or without authentication the
+ * client's address (malloc'd). Agents serve a bounded number of streams, all to the
+ * controller's address, so the controller shares them out per user.
+ */
+static char *stream_owner(const Api *api, const Request *req, struct MHD_Connection *con) {
+        if (api->auth && req->who.name)
+                return xasprintf("user %s", req->who.name);
+        char addr[INET6_ADDRSTRLEN] = "?";
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+        if (sa && sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, addr,
+                          sizeof(addr));
+        else if (sa && sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, addr,
+                          sizeof(addr));
+        return xasprintf("address %s", addr);
+}
+
+static int streams_of(const Api *api, const char *owner) {
+        int n = 0;
+        for (const Request *r = api->streams; r; r = r->stream_next)
+                n += util_streq_ptr(r->stream_owner, owner);
+        return n;
+}
+
 static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job *job) {
         int64_t rank = query_int(con, "rank", 0), attempt = query_int(con, "attempt", job->attempt);
         if (rank < 0 || rank >= job->spec->ranks) {
@@ -351,6 +382,18 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
                 request_set_error(req, 404, "not_found", NULL, "the rank's node has no address");
                 return;
         }
+        char *owner = stream_owner(api, req, con);
+        if (streams_of(api, owner) >= api->streams_per_user) {
+                char msg[400];
+                snprintf(msg, sizeof(msg),
+                         "%s has %d log streams open, the most this controller allows per "
+                         "user (log_streams_per_user); close one first",
+                         owner, api->streams_per_user);
+                free(owner);
+                request_set_error(req, 429, "too_many_streams", NULL, msg);
+                return;
+        }
+        req->stream_owner = owner;
         const char *follow = query(con, "follow");
         bool following = follow && strcmp(follow, "0") != 0;
         _cleanup_free_ char *path =
@@ -856,6 +899,7 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         free(req->answer);
         free(req->location_buf);
         free(req->wait_node);
+        free(req->stream_owner);
         token_identity_clear(&req->who);
         if (req->proxy) {
                 stream_forget(api, req);
@@ -879,6 +923,8 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         Api *api = xcalloc(1, sizeof(Api));
         api->ctl = ctl;
         api->auth = opts->auth;
+        api->streams_per_user = opts->log_streams_per_user > 0 ? opts->log_streams_per_user
+                                                               : API_DEFAULT_LOG_STREAMS_PER_USER;
         api->proxy_ep = epoll_create1(EPOLL_CLOEXEC);
         if (api->proxy_ep < 0) {
                 free(api);

@@ -18,7 +18,10 @@ typedef struct ApiOptions {
         bool auth; /* every route but /healthz needs a bearer token (docs/SECURITY.md) */
         const char *tls_cert_pem; /* both set: serve HTTPS */
         const char *tls_key_pem;
+        int log_streams_per_user; /* log answers one user may hold at once; 0: the default */
 } ApiOptions;
+
+#define API_DEFAULT_LOG_STREAMS_PER_USER 8
 
 /* Serves on listen_fd (already bound and listening; the Api owns it). 0 or -errno. */
 int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret);

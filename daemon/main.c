@@ -51,6 +51,8 @@ static void usage(FILE *f) {
               "  --auth[=BOOL]           require bearer tokens (see axctld token --help)\n"
               "  --tls-cert PATH         serve HTTPS with this PEM certificate (chain)...\n"
               "  --tls-key PATH          ...and this PEM private key\n"
+              "  --log-streams-per-user N  rank logs one user (one address without --auth)\n"
+              "                          may stream at once (default 8)\n"
               "  --quota-file PATH       project quotas for the scheduler (default: none,\n"
               "                          equal shares); re-read on SIGHUP\n"
               "  --log-level LEVEL       error, warning, info or debug (default info)\n"
@@ -75,6 +77,7 @@ enum {
         OPT_AUTH,
         OPT_TLS_CERT,
         OPT_TLS_KEY,
+        OPT_LOG_STREAMS_PER_USER,
         OPT_CONFIG,
 };
 
@@ -91,6 +94,7 @@ static const struct option options[] = {
         {"auth", optional_argument, NULL, OPT_AUTH},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+        {"log-streams-per-user", required_argument, NULL, OPT_LOG_STREAMS_PER_USER},
         {"config", required_argument, NULL, OPT_CONFIG},
         {"help", no_argument, NULL, 'h'},
         {},
@@ -103,6 +107,7 @@ typedef struct Settings {
         char *quota_path;
         bool auth;
         char *tls_cert, *tls_key;
+        int log_streams_per_user;
         CtlConfig ctl;
         LogLevel level;
 } Settings;
@@ -178,6 +183,13 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 *dst = *value ? xstrdup(value) : NULL;
                 return 0;
         }
+        case OPT_LOG_STREAMS_PER_USER:
+                if (config_parse_int(value, 1, 10000, &v) < 0) {
+                        *ret_reason = "needs a count, 1 to 10000";
+                        return -EINVAL;
+                }
+                s->log_streams_per_user = (int) v;
+                return 0;
         case OPT_QUOTA_FILE:
                 free(s->quota_path);
                 s->quota_path = *value ? xstrdup(value) : NULL;
@@ -382,8 +394,10 @@ int main(int argc, char **argv) {
                 ctl_free(ctl);
                 return 2;
         }
-        ApiOptions api_opts = {
-                .auth = settings.auth, .tls_cert_pem = cert_pem, .tls_key_pem = key_pem};
+        ApiOptions api_opts = {.auth = settings.auth,
+                               .tls_cert_pem = cert_pem,
+                               .tls_key_pem = key_pem,
+                               .log_streams_per_user = settings.log_streams_per_user};
         Api *api = NULL;
         if ((r = api_new(ctl, lfd, &api_opts, &api)) < 0) {
                 /* With TLS the likely cause is the certificate or key: a configuration

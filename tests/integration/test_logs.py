@@ -10,8 +10,12 @@
 - The agent can always record an exit: a rank that fills the agent's state disk (a
   4 MiB tmpfs, needs root) with its output still has its real exit code reported, and
   a rank the full disk cannot hold is reported as failed instead of its job waiting for
-  a rank that never starts."""
+  a rank that never starts.
+- Log streams are shared out per user: with authentication on, alice's streams up to
+  the default limit (8) get 429 `too_many_streams` beyond it and do not stop bob's."""
 
+import http.client
+import json
 import os
 import re
 import subprocess
@@ -162,6 +166,74 @@ class FullStateDiskTest(axtest.ClusterTestCase):
         with open(c.agents["n1"].stderr_path) as f:
             self.assertIn("its state cannot be written", f.read())
         self.assertEqual([n["state"] for n in c.nodes()], ["ready"])
+
+def make_token(db, *args):
+    p = subprocess.run([axtest.AXCTLD, "token", "create", "--db", db] + list(args),
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise AssertionError("axctld token create %s: %s" % (args, p.stderr))
+    return p.stdout.strip()
+
+
+TICKER = ["sh", "-c", "while :; do echo tick; sleep 0.1; done"]
+
+
+class AuthLogTest(axtest.ClusterTestCase):
+    def auth_cluster(self):
+        """One agent with its token; users alice and bob of project p1."""
+        c = axtest.Cluster(1, controller_args=["--auth"], name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, c)
+        tokens = {"admin": make_token(c.db, "--name", "root", "--role", "admin")}
+        for user in ("alice", "bob"):
+            tokens[user] = make_token(c.db, "--name", user, "--role", "user", "--project", "p1")
+        path = os.path.join(c.tmp, "n1.token")
+        with open(path, "w") as f:
+            f.write(make_token(c.db, "--name", "n1", "--role", "agent", "--node", "n1") + "\n")
+        os.chmod(path, 0o600)
+        c.agent_args = [["--token-file", path]]
+        c.token = tokens["admin"]
+        c.start()
+        return c, tokens
+
+    def ticker_job(self, c, tokens):
+        spec = {"name": "ticker", "ranks": 1, "project": "p1", "user": "alice",
+                "env": {"AXTEST_MARKER": c.marker}, "command": TICKER}
+        job_id = c.submit(spec)["id"]
+        c.wait_running(job_id)
+        return job_id
+
+    def open_stream(self, c, token, job_id):
+        conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        self.addCleanup(conn.close)
+        conn.request("GET", "/v1/jobs/%d/logs?rank=0&follow=1" % job_id,
+                     headers={"Authorization": "Bearer " + token})
+        return conn, conn.getresponse()
+
+    def assert_streaming(self, resp):
+        self.assertEqual(resp.status, 200)
+        self.assertIn(b"axctl environment", resp.readline())
+
+    def test_log_streams_are_limited_per_user(self):
+        c, tokens = self.auth_cluster()
+        job_id = self.ticker_job(c, tokens)
+        alice = []
+        for _ in range(8):
+            conn, resp = self.open_stream(c, tokens["alice"], job_id)
+            self.assert_streaming(resp)
+            alice.append(conn)
+        conn, resp = self.open_stream(c, tokens["alice"], job_id)
+        self.assertEqual(resp.status, 429)
+        error = json.loads(resp.read())["error"]
+        self.assertEqual(error["code"], "too_many_streams", error)
+        self.assertIn("alice", error["message"])
+        # Another user of the same node is not held back by alice's streams.
+        for _ in range(2):
+            self.assert_streaming(self.open_stream(c, tokens["bob"], job_id)[1])
+        # A stream alice closes is hers to open again.
+        alice[0].close()
+        axtest.wait_for(lambda: self.open_stream(c, tokens["alice"], job_id)[1].status == 200,
+                        10, "alice's closed stream to be counted off")
+
 
 if __name__ == "__main__":
     axtest.main()
