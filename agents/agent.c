@@ -220,13 +220,7 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                          rk->state == AGENT_RANK_RUNNING ? "running" : "exited");
         }
 
-        char token_hash_hex[TOKEN_HASH_HEX];
-        if (cfg->token && token_hash(cfg->token, token_hash_hex) < 0) {
-                r = -EIO;
-                goto fail;
-        }
-        r = agent_logserver_start(cfg->listen, cfg->state_dir, cfg->token ? token_hash_hex : NULL,
-                                  &a->logs);
+        r = agent_logserver_start(cfg->listen, cfg->state_dir, cfg->token != NULL, &a->logs);
         if (r < 0) {
                 log_error("Cannot serve logs on %s: %s", cfg->listen, strerror(-r));
                 goto fail;
@@ -600,6 +594,9 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
         if (kind == AGENT_REQUEST_REGISTER) {
                 WireRegisterAnswer ans;
                 int r = wire_register_answer_parse(body, &ans);
+                /* Before body goes: the answer's strings are its. */
+                if (r == 0 && ans.log_key)
+                        agent_logserver_set_key(a->logs, ans.log_key);
                 json_decref(body);
                 if (r < 0) {
                         agent_request_failed(a, now,

@@ -18,6 +18,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,9 @@
 struct AgentLogServer {
         struct MHD_Daemon *daemon;
         char *state_dir;
-        char *token_hash; /* NULL: requests need no signature */
+        bool require_signature; /* even before a key is known */
+        pthread_mutex_t key_lock; /* the agent's loop sets the key, request threads read it */
+        char key[TOKEN_HASH_HEX]; /* "" until the controller gave one */
         uint16_t port;
         atomic_bool stopping;
 };
@@ -272,12 +275,20 @@ static enum MHD_Result log_handle(void *cls, struct MHD_Connection *c, const cha
         if (agent_log_path_parse(url, &key.job, &key.attempt, &key.rank) < 0)
                 return log_respond_json(c, MHD_HTTP_BAD_REQUEST, "bad_request",
                                         "expected /v1/logs/{job}/{attempt}/{rank}");
-        if (s->token_hash &&
-            !agent_log_signature_ok(
-                    s->token_hash, url,
-                    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "expires"),
-                    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig"),
-                    (int64_t) time(NULL)))
+        char log_key[TOKEN_HASH_HEX];
+        pthread_mutex_lock(&s->key_lock);
+        memcpy(log_key, s->key, sizeof(log_key));
+        pthread_mutex_unlock(&s->key_lock);
+        bool allowed =
+                log_key[0]
+                        ? agent_log_signature_ok(
+                                  log_key, url,
+                                  MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "expires"),
+                                  MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "sig"),
+                                  (int64_t) time(NULL))
+                        : !s->require_signature;
+        explicit_bzero(log_key, sizeof(log_key));
+        if (!allowed)
                 return log_respond_json(c, MHD_HTTP_FORBIDDEN, "forbidden",
                                         "ask the controller: GET /v1/jobs/{id}/logs gives a "
                                         "signed link");
@@ -310,7 +321,7 @@ static enum MHD_Result log_handle(void *cls, struct MHD_Connection *c, const cha
         return log_respond(c, MHD_HTTP_OK, resp, "text/plain; charset=utf-8");
 }
 
-bool agent_log_signature_ok(const char *token_hash, const char *path, const char *expires,
+bool agent_log_signature_ok(const char *key_hex, const char *path, const char *expires,
                             const char *sig, int64_t now_s) {
         if (!expires || !sig || strlen(sig) != TOKEN_HASH_HEX - 1)
                 return false;
@@ -320,7 +331,7 @@ bool agent_log_signature_ok(const char *token_hash, const char *path, const char
         if (errno || end == expires || *end || e < now_s || e > now_s + 3600)
                 return false;
         char want[TOKEN_HASH_HEX];
-        if (token_sign_path(token_hash, path, e, want) < 0)
+        if (token_sign_path(key_hex, path, e, want) < 0)
                 return false;
         /* Constant time: how much of a guess matched must not show in the timing. */
         unsigned char diff = 0;
@@ -329,7 +340,7 @@ bool agent_log_signature_ok(const char *token_hash, const char *path, const char
         return diff == 0;
 }
 
-int agent_logserver_start(const char *listen_addr, const char *state_dir, const char *token_hash,
+int agent_logserver_start(const char *listen_addr, const char *state_dir, bool require_signature,
                           AgentLogServer **ret) {
         _cleanup_free_ char *host = NULL;
         uint16_t port;
@@ -348,7 +359,8 @@ int agent_logserver_start(const char *listen_addr, const char *state_dir, const 
 
         AgentLogServer *s = xcalloc(1, sizeof(*s));
         s->state_dir = xstrdup(state_dir);
-        s->token_hash = token_hash ? xstrdup(token_hash) : NULL;
+        s->require_signature = require_signature;
+        pthread_mutex_init(&s->key_lock, NULL);
         atomic_init(&s->stopping, false);
         unsigned flags =
                 MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
@@ -361,8 +373,8 @@ int agent_logserver_start(const char *listen_addr, const char *state_dir, const 
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) LOGSERVER_IDLE_TIMEOUT_S, MHD_OPTION_END);
         freeaddrinfo(ai);
         if (!s->daemon) {
+                pthread_mutex_destroy(&s->key_lock);
                 free(s->state_dir);
-                free(s->token_hash);
                 free(s);
                 return -EADDRINUSE;
         }
@@ -378,10 +390,17 @@ AgentLogServer *agent_logserver_stop(AgentLogServer *s) {
                 return NULL;
         atomic_store(&s->stopping, true);
         MHD_stop_daemon(s->daemon);
+        pthread_mutex_destroy(&s->key_lock);
+        explicit_bzero(s->key, sizeof(s->key));
         free(s->state_dir);
-        free(s->token_hash);
         free(s);
         return NULL;
+}
+
+void agent_logserver_set_key(AgentLogServer *s, const char *key_hex) {
+        pthread_mutex_lock(&s->key_lock);
+        snprintf(s->key, sizeof(s->key), "%s", key_hex ? key_hex : "");
+        pthread_mutex_unlock(&s->key_lock);
 }
 
 uint16_t agent_logserver_port(const AgentLogServer *s) {

@@ -537,13 +537,18 @@ static void handle_register(Api *api, Request *req) {
                 request_set_forbidden(req, "register another node");
         else if (ctl_node_register(api->ctl, &msg, &node, &err) < 0)
                 request_set_ctl_error(req, &err);
-        else
+        else {
+                char log_key[TOKEN_HASH_HEX];
+                bool keyed = ctl_node_log_key(api->ctl, node->name, log_key) == 0;
                 request_set_answer(req, 200,
                                    wire_register_answer_encode(&(WireRegisterAnswer){
                                            .node = node->name,
                                            .lease_ms = ctl_config(api->ctl)->lease_ms,
                                            .sync_period_ms = ctl_config(api->ctl)->sync_period_ms,
+                                           .log_key = keyed ? log_key : NULL,
                                    }));
+                explicit_bzero(log_key, sizeof(log_key));
+        }
         json_decref(j);
 }
 

@@ -337,6 +337,16 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
+        /* Beside the database, not in it: a copy of the database (a backup, a file others
+         * could read) must not let anyone sign log links. */
+        char log_secret[TOKEN_HASH_HEX];
+        _cleanup_free_ char *secret_error = NULL;
+        if (ctl_log_secret_load(cfg.db_path, log_secret, &secret_error) < 0) {
+                fprintf(stderr, "axctld: %s\n", secret_error);
+                return 2;
+        }
+        cfg.log_secret = log_secret;
+
         Controller *ctl = NULL;
         /* The test suites set this so that a bug in the state machine fails them loudly. */
         cfg.strict_transitions = util_streq_ptr(getenv("AXCTLD_STRICT_TRANSITIONS"), "1");

@@ -12,14 +12,24 @@
   a rank the full disk cannot hold is reported as failed instead of its job waiting for
   a rank that never starts.
 - Log streams are shared out per user: with authentication on, alice's streams up to
-  the default limit (8) get 429 `too_many_streams` beyond it and do not stop bob's."""
+  the default limit (8) get 429 `too_many_streams` beyond it and do not stop bob's.
+- Log links are keyed with a secret of the controller's (0600, beside the database),
+  not with what the database stores: a link signed with the agent's token hash, as
+  anyone with a copy of the database could make, is refused; real ones work, also after
+  a controller restart."""
 
+import hashlib
+import hmac
 import http.client
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 
 import axtest
 
@@ -186,7 +196,7 @@ class AuthLogTest(axtest.ClusterTestCase):
         tokens = {"admin": make_token(c.db, "--name", "root", "--role", "admin")}
         for user in ("alice", "bob"):
             tokens[user] = make_token(c.db, "--name", user, "--role", "user", "--project", "p1")
-        path = os.path.join(c.tmp, "n1.token")
+        path = self.agent_token_path = os.path.join(c.tmp, "n1.token")
         with open(path, "w") as f:
             f.write(make_token(c.db, "--name", "n1", "--role", "agent", "--node", "n1") + "\n")
         os.chmod(path, 0o600)
@@ -233,6 +243,38 @@ class AuthLogTest(axtest.ClusterTestCase):
         alice[0].close()
         axtest.wait_for(lambda: self.open_stream(c, tokens["alice"], job_id)[1].status == 200,
                         10, "alice's closed stream to be counted off")
+
+    def test_log_links_are_not_derivable_from_the_database(self):
+        c, tokens = self.auth_cluster()
+        job_id = self.ticker_job(c, tokens)
+        secret = c.db + ".logkey"
+        self.assertEqual(stat.S_IMODE(os.stat(secret).st_mode), 0o600)
+        self.assertIn("tick", c.logs(job_id, 0))
+
+        # What the database gives away: the agent token's hash.
+        with open(self.agent_token_path) as f:
+            token_hash = hashlib.sha256(f.read().strip().encode()).hexdigest()
+        address = c.nodes()[0]["address"]
+        path = "/v1/logs/%d/1/0" % job_id
+        expires = int(time.time()) + 60
+        sig = hmac.new(token_hash.encode(), ("%s %d" % (path, expires)).encode(),
+                       hashlib.sha256).hexdigest()
+        try:
+            with urllib.request.urlopen("http://%s%s?expires=%d&sig=%s"
+                                        % (address, path, expires, sig), timeout=10) as r:
+                status = r.status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        self.assertEqual(status, 403, "a log link forged from the database was accepted")
+
+        # The secret outlives the controller: links it signs after a restart still work
+        # on an agent that did not register again.
+        with open(secret) as f:
+            before = f.read()
+        c.restart_controller()
+        with open(secret) as f:
+            self.assertEqual(f.read(), before)
+        self.assertIn("tick", c.logs(job_id, 0))
 
 
 if __name__ == "__main__":
