@@ -74,6 +74,8 @@ struct Api {
         int streams_per_user;
         Request *waiting; /* suspended: for commit or for a node change */
         Request *streams; /* log streams (suspended while their pipe is empty) */
+        int requests; /* in progress: from their first byte to their completion */
+        bool stopping; /* api_shutdown_begin was called */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
         Histogram latency[_ROUTE_MAX + 1];
@@ -721,6 +723,10 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 request_set_unavailable(req, ctl_failure(api->ctl));
                 return false;
         }
+        if (r != ROUTE_HEALTHZ && api->stopping) {
+                request_set_unavailable(req, "the controller is shutting down; try again");
+                return false;
+        }
         if (api->auth && !(api_route_roles(&api_routes[r]) & API_ROLE_OPEN) &&
             !authenticate(api, req, con, r))
                 return false;
@@ -860,6 +866,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
                 req->connection = con;
                 req->started_us = now_us();
                 *con_cls = req;
+                api->requests++;
                 return MHD_YES;
         }
         if (*upload_data_size > 0) {
@@ -913,6 +920,7 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         }
         free(req);
         *con_cls = NULL;
+        api->requests--;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -997,6 +1005,17 @@ Api *api_free(Api *api) {
         return NULL;
 }
 
+void api_shutdown_begin(Api *api) {
+        api->stopping = true;
+}
+
+bool api_idle(const Api *api) {
+        int streams = 0;
+        for (const Request *r = api->streams; r; r = r->stream_next)
+                streams++;
+        return api->requests - streams <= 0;
+}
+
 int api_streams_fd(Api *api) {
         return api->proxy_ep;
 }
@@ -1048,7 +1067,8 @@ void api_after_commit(Api *api) {
                         request_set_unavailable(r, failure); /* its turn did not commit */
                 else if (r->wait_node) {
                         Node *node = ctl_node_find(api->ctl, r->wait_node);
-                        if (node && node->version == r->wait_version && now < r->wait_deadline) {
+                        if (node && node->version == r->wait_version && now < r->wait_deadline &&
+                            !api->stopping) {
                                 p = &r->next_waiting;
                                 continue;
                         }

@@ -40,3 +40,12 @@ int64_t api_timeout_ms(Api *api);
 /* After the controller committed a turn: answer waiting requests, wake long-polls. After
  * a turn that failed (ctl_failure), every waiting request is answered 503. */
 void api_after_commit(Api *api);
+
+/*
+ * SIGTERM: from now on new requests are answered 503 `unavailable` (nothing more is
+ * taken on), and held long-polls are answered with their node's desired state at the
+ * next api_after_commit, so that nothing in flight is cut off without an answer.
+ */
+void api_shutdown_begin(Api *api);
+/* Whether no request is in progress (log streams aside: api_free ends them). */
+bool api_idle(const Api *api);

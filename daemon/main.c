@@ -239,6 +239,9 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
 #define STATUS_PERIOD_MS 1000
 /* After a failed turn: how long to keep answering 503 (and /healthz why) before exiting. */
 #define FAILED_LINGER_MS 2000
+/* After SIGTERM: the longest wait for requests in progress to be answered (a client that
+ * sends its body slowly is cut off then). */
+#define SHUTDOWN_DRAIN_MS 2000
 
 /*
  * Sends prefix (READY=1, WATCHDOG=1 or nothing) with the counts as STATUS=. Without a
@@ -471,13 +474,15 @@ int main(int argc, char **argv) {
         int64_t next_watchdog = 0, next_status = util_now_ms() + STATUS_PERIOD_MS;
         notify_status(ctl, where, "READY=1\n", status, sizeof(status));
 
-        bool running = true;
         int64_t stop_at = 0; /* set when a turn failed */
-        while (running) {
+        int64_t drain_until = 0; /* set on SIGTERM */
+        for (;;) {
                 int64_t now = util_now_ms();
                 int64_t timeout = ctl_next_deadline_ms(ctl) - now;
                 if (stop_at && stop_at - now < timeout)
                         timeout = stop_at - now;
+                if (drain_until && drain_until - now < timeout)
+                        timeout = drain_until - now;
                 int64_t api_timeout = api_timeout_ms(api);
                 if (api_timeout >= 0 && api_timeout < timeout)
                         timeout = api_timeout;
@@ -500,9 +505,14 @@ int main(int argc, char **argv) {
                                 continue;
                         struct signalfd_siginfo si;
                         while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-                                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
-                                        running = false;
-                                else if (si.ssi_signo == SIGHUP) {
+                                if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) &&
+                                    !drain_until) {
+                                        /* Answer what is in flight, take nothing new. */
+                                        log_info("shutting down: answering the requests in "
+                                                 "progress");
+                                        api_shutdown_begin(api);
+                                        drain_until = util_now_ms() + SHUTDOWN_DRAIN_MS;
+                                } else if (si.ssi_signo == SIGHUP) {
                                         /* A bad edit keeps the quotas that worked. */
                                         char *error = NULL;
                                         if (ctl_quota_reload(ctl, &error) < 0)
@@ -525,6 +535,8 @@ int main(int argc, char **argv) {
                 }
                 api_after_commit(api);
                 if (stop_at && util_now_ms() >= stop_at)
+                        break;
+                if (drain_until && (api_idle(api) || util_now_ms() >= drain_until))
                         break;
                 now = util_now_ms();
                 if (watchdog && now >= next_watchdog) {
