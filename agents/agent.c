@@ -242,6 +242,7 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                 goto fail;
         }
         agent_cgroups_open(a);
+        rank_table_set_log_limits(a->ranks, cfg->log_limits);
         r = rank_table_adopt(a->ranks);
         if (r < 0) {
                 log_error("Cannot scan %s/ranks: %s", cfg->state_dir, strerror(-r));
@@ -254,13 +255,7 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                          rk->state == AGENT_RANK_RUNNING ? "running" : "exited");
         }
 
-        char token_hash_hex[TOKEN_HASH_HEX];
-        if (cfg->token && token_hash(cfg->token, token_hash_hex) < 0) {
-                r = -EIO;
-                goto fail;
-        }
-        r = agent_logserver_start(cfg->listen, cfg->state_dir, cfg->token ? token_hash_hex : NULL,
-                                  &a->logs);
+        r = agent_logserver_start(cfg->listen, cfg->state_dir, cfg->token != NULL, &a->logs);
         if (r < 0) {
                 log_error("Cannot serve logs on %s: %s", cfg->listen, strerror(-r));
                 goto fail;
@@ -522,11 +517,8 @@ static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
         agent_env_free(envp);
         unsigned uid = (unsigned) (l.run_as ? user.uid : geteuid());
         rank_user_done(&user);
-        if (k < 0) {
-                log_error("Cannot start rank %" PRId64 "/%" PRId64 "/%" PRId64 ": %s", d->key.job,
-                          d->key.attempt, d->key.rank, strerror(-k));
-                return;
-        }
+        if (k < 0)
+                return; /* -EEXIST: known already */
         if (r->node_error) {
                 /* The node, not the job: say so in its health until a write works again. */
                 free(a->state_reason);
@@ -660,6 +652,9 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
         if (kind == AGENT_REQUEST_REGISTER) {
                 WireRegisterAnswer ans;
                 int r = wire_register_answer_parse(body, &ans);
+                /* Before body goes: the answer's strings are its. */
+                if (r == 0 && ans.log_key)
+                        agent_logserver_set_key(a->logs, ans.log_key);
                 json_decref(body);
                 if (r < 0) {
                         agent_request_failed(a, now,

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "logpump.h"
 #include "userpolicy.h"
 
 typedef struct AgentConfig {
@@ -27,6 +28,7 @@ typedef struct AgentConfig {
         int64_t health_interval_ms;
         const char *profile_dir; /* NULL: no launch profiles */
         int64_t kill_grace_ms;
+        LogPumpLimits log_limits; /* cap and rotation of rank logs */
         const char *token; /* bearer token for the controller, NULL: none; never logged */
         const char *ca_file; /* CA bundle for an https controller, NULL: the system's */
         const AgentUserPolicy *users; /* which accounts ranks may run as; borrowed */

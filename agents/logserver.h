@@ -15,19 +15,22 @@ typedef struct AgentLogServer AgentLogServer;
 
 /*
  * Listens on listen_addr ("HOST:PORT", "[V6HOST]:PORT"; port 0 picks a free one) and
- * serves the logs under state_dir. With token_hash (the hex SHA-256 of the agent's
- * token; NULL when it has none) a request must carry the controller's signature
+ * serves the logs under state_dir. Once the node's log key is set (the controller hands
+ * it over at registration) a request must carry the controller's signature
  * (?expires=E&sig=S, see token_sign_path()), so only clients the controller authorised
- * read logs. Returns 0 or -errno.
+ * read logs; with require_signature (an agent with a token) none is served before.
+ * Returns 0 or -errno.
  */
-int agent_logserver_start(const char *listen_addr, const char *state_dir, const char *token_hash,
+int agent_logserver_start(const char *listen_addr, const char *state_dir, bool require_signature,
                           AgentLogServer **ret);
+/* Sets the key signatures are checked with (64 hex digits); NULL forgets it. */
+void agent_logserver_set_key(AgentLogServer *s, const char *key_hex);
 
 /*
  * Whether a signed log request is valid at now_s: sig is the controller's signature of
  * path and expires, which must not have passed nor lie more than an hour ahead.
  */
-bool agent_log_signature_ok(const char *token_hash, const char *path, const char *expires,
+bool agent_log_signature_ok(const char *key_hex, const char *path, const char *expires,
                             const char *sig, int64_t now_s);
 /* Stops serving (ends follow streams) and frees s; returns NULL. */
 AgentLogServer *agent_logserver_stop(AgentLogServer *s);

@@ -51,6 +51,10 @@ static const char usage[] =
         "                              a cgroup per rank (default, or yes: axagent-NODE);\n"
         "                              no: none, rank supervisors alone stop what ranks\n"
         "                              start\n"
+        "  --log-max-mb MB             size of one rank log file before it is rotated\n"
+        "                              (default 100)\n"
+        "  --log-keep N                rotated files kept per rank log, 0 to 100\n"
+        "                              (default 2); older output is deleted\n"
         "  --log-level LEVEL           error, warning, info (default) or debug\n"
         "  -h, --help                  show this text\n"
         "\n"
@@ -87,6 +91,8 @@ enum {
         OPT_PROFILE_DIR,
         OPT_KILL_GRACE,
         OPT_CGROUP,
+        OPT_LOG_MAX_MB,
+        OPT_LOG_KEEP,
         OPT_LOG_LEVEL,
         OPT_TOKEN_FILE,
         OPT_CA_FILE,
@@ -112,6 +118,8 @@ static const struct option options[] = {
         {"profile-dir", required_argument, NULL, OPT_PROFILE_DIR},
         {"kill-grace-ms", required_argument, NULL, OPT_KILL_GRACE},
         {"cgroup", required_argument, NULL, OPT_CGROUP},
+        {"log-max-mb", required_argument, NULL, OPT_LOG_MAX_MB},
+        {"log-keep", required_argument, NULL, OPT_LOG_KEEP},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
         {"ca-file", required_argument, NULL, OPT_CA_FILE},
@@ -135,6 +143,7 @@ typedef struct Settings {
         json_t *labels;
         int64_t health_interval_ms;
         int64_t kill_grace_ms;
+        int64_t log_max_mb, log_keep;
         LogLevel level;
 } Settings;
 
@@ -261,6 +270,19 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 string_set(&s->cgroup, value);
                 break;
         }
+        case OPT_LOG_MAX_MB:
+                /* A mebibyte at least, so a note or a rank's line fits in a file. */
+                if (config_parse_int(value, 1, 1024 * 1024, &s->log_max_mb) < 0) {
+                        *ret_reason = "needs a size in MiB, 1 to 1048576";
+                        return -EINVAL;
+                }
+                break;
+        case OPT_LOG_KEEP:
+                if (config_parse_int(value, 0, LOGPUMP_MAX_KEEP, &s->log_keep) < 0) {
+                        *ret_reason = "needs a number of files, 0 to 100";
+                        return -EINVAL;
+                }
+                break;
         case OPT_TOKEN_FILE:
                 string_set(&s->token_file, value);
                 break;
@@ -352,6 +374,8 @@ int main(int argc, char **argv) {
                 .listen = xstrdup("127.0.0.1:0"),
                 .health_interval_ms = 10000,
                 .kill_grace_ms = 3000,
+                .log_max_mb = LOGPUMP_DEFAULT_MAX_MB,
+                .log_keep = LOGPUMP_DEFAULT_KEEP,
                 .level = LOG_LEVEL_INFO,
         };
         const char *config_used = NULL;
@@ -426,6 +450,7 @@ int main(int argc, char **argv) {
                 .health_interval_ms = s.health_interval_ms,
                 .profile_dir = s.profile_dir,
                 .kill_grace_ms = s.kill_grace_ms,
+                .log_limits = {.max_bytes = s.log_max_mb * 1024 * 1024, .keep = (int) s.log_keep},
                 .token = token,
                 .ca_file = s.ca_file,
                 .users = &s.users,

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "failrules.h"
+#include "reserve.h"
 #include "util.h"
 
 struct RankTable {
@@ -32,6 +33,7 @@ struct RankTable {
         char *boot_id;
         NodeLease *lease;
         CgroupSet *cgroups; /* borrowed; NULL: ranks are contained by their shims alone */
+        LogPumpLimits log_limits;
         Rank **ranks;
         size_t n_ranks;
 };
@@ -111,6 +113,8 @@ int rank_table_new(const char *state_dir, const char *boot_id, RankTable **ret) 
                 return r;
         RankTable *t = xcalloc(1, sizeof(*t));
         t->lease = lease;
+        t->log_limits = (LogPumpLimits){.max_bytes = LOGPUMP_DEFAULT_MAX_MB * 1024LL * 1024,
+                                        .keep = LOGPUMP_DEFAULT_KEEP};
         t->state_dir = xstrdup(state_dir);
         t->ranks_dir = TAKE_PTR(ranks_dir);
         t->boot_id = xstrdup(boot_id);
@@ -164,6 +168,10 @@ static bool rank_cgroup_claimed(const char *name, void *userdata) {
 
 int rank_table_sweep_cgroups(RankTable *t) {
         return t->cgroups ? cgroup_set_sweep(t->cgroups, rank_cgroup_claimed, t) : 0;
+}
+
+void rank_table_set_log_limits(RankTable *t, LogPumpLimits limits) {
+        t->log_limits = limits;
 }
 
 void rank_table_renew_lease(RankTable *t, int64_t deadline_boot_ms) {
@@ -347,20 +355,24 @@ static int rank_log_header(const char *log_path, char *const *envp, const char *
         return fclose(f) < 0 ? -errno : 0;
 }
 
-/* Lays out the rank's directory, desired.json, progress file and log header: 0, or
- * -errno when the node cannot write its state (a full disk, a read-only mount). */
-static int rank_prepare(RankTable *t, const RankLaunch *l, const char *dir, const char *error,
-                        int64_t started, int64_t started_boot) {
-        _cleanup_free_ char *progress = xasprintf("%s/progress", dir);
-        _cleanup_free_ char *log_path = rank_table_log_path(t, l->key);
+/* Creates a rank's directory with its exit reserve, desired.json and progress file, and
+ * starts its log. 0 or -errno. */
+static int rank_dir_prepare(RankTable *t, const RankLaunch *l, const char *dir,
+                            const char *log_path, const char *error, int64_t started_wall_ms,
+                            int64_t started_boot_ms) {
         /* A directory left by an earlier agent that could not adopt it is stale. */
         (void) util_rm_rf(dir);
         int r = util_mkdir_p(dir, 0755);
         if (r < 0)
                 return r;
-        r = rank_write_desired(dir, l, t->boot_id, started, started_boot);
+        /* First: a rank starts only if its exit can be recorded. */
+        r = agent_reserve_make(dir);
         if (r < 0)
                 return r;
+        r = rank_write_desired(dir, l, t->boot_id, started_wall_ms, started_boot_ms);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *progress = xasprintf("%s/progress", dir);
         int fd = open(progress, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0)
                 return -errno;
@@ -373,13 +385,13 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                 return -EEXIST;
 
         _cleanup_free_ char *dir = rank_key_dir(t, l->key);
-        _cleanup_free_ char *log_path = rank_table_log_path(t, l->key);
         _cleanup_free_ char *progress = xasprintf("%s/progress", dir);
+        _cleanup_free_ char *log_path = rank_table_log_path(t, l->key);
         const char *error = l->error;
         if (!error && (!l->argv || !l->argv[0]))
                 error = "empty argv";
         int64_t started = util_wall_ms(), started_boot = util_boot_ms();
-        int r = rank_prepare(t, l, dir, error, started, started_boot);
+        int r = rank_dir_prepare(t, l, dir, log_path, error, started, started_boot);
         if (r < 0) {
                 /* Nothing of it is on disk to find again: it lives in memory until the
                  * controller has seen the failure, which is the node's. */
@@ -435,6 +447,7 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         ShimLaunch sl = {
                 .rank_dir = rank->dir,
                 .log_path = log_path,
+                .log_limits = &t->log_limits,
                 .workdir = l->workdir,
                 .argv = l->argv,
                 .envp = l->envp,

@@ -2,8 +2,8 @@
 /*
  * The agent's table of ranks and their state on disk. Each rank has a directory
  * <state>/ranks/<job>-<attempt>-<rank>/ holding desired.json (what a later agent needs to
- * know about it), shim.pid, rank.pid, progress (AXCTL_PROGRESS_FILE) and, once it has
- * ended, status. Logs live apart, in <state>/logs/<job>/<attempt>/rank-<rank>.log, and
+ * know about it), reserve (space for its exit record, reserve.h), shim.pid, rank.pid,
+ * progress (AXCTL_PROGRESS_FILE) and, once it has ended, status. Logs live apart, in <state>/logs/<job>/<attempt>/rank-<rank>.log, and
  * stay after the rank's directory is removed. Because the directory is the truth, a new
  * agent rebuilds the table from disk and carries on without restarting anything.
  */
@@ -100,6 +100,8 @@ int rank_table_sweep_cgroups(RankTable *t);
  * re-adopted ones included, is killed by its shim once it passes (lease.h).
  */
 void rank_table_renew_lease(RankTable *t, int64_t deadline_boot_ms);
+/* The cap and rotation of the logs of ranks started from now on (default: logpump.h's). */
+void rank_table_set_log_limits(RankTable *t, LogPumpLimits limits);
 /* Frees the table; ranks keep running. Returns NULL. */
 RankTable *rank_table_free(RankTable *t);
 

@@ -23,7 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "logpump.h"
 #include "proctree.h"
+#include "reserve.h"
 #include "util.h"
 
 extern char **environ;
@@ -210,18 +212,20 @@ static void shim_kill_all(const ShimLaunch *l, pid_t keep) {
  * group needs no signal of its own: a group lives in our session, so every member is
  * one of our descendants.
  */
-static void shim_fence(const ShimLaunch *l, pid_t rank, int64_t late_ms) {
-        dprintf(STDERR_FILENO,
-                "axagent: the node's lease ran out %" PRId64 " ms ago (the agent is gone, "
-                "stopped, hung or cut off from the controller): killing the rank and every "
-                "process it started\n",
-                late_ms);
+static void shim_fence(const ShimLaunch *l, LogPump *pump, pid_t rank, int64_t late_ms) {
+        logpump_note(pump,
+                     "axagent: the node's lease ran out %" PRId64 " ms ago (the agent is gone, "
+                     "stopped, hung or cut off from the controller): killing the rank and every "
+                     "process it started\n",
+                     late_ms);
         shim_kill_all(l, rank);
 }
 
 /* The rank could not even be forked: records a launch failure, tells the agent, ends. */
-_Noreturn static void shim_give_up(const ShimLaunch *l, const ShimPids *pids, const char *what) {
-        dprintf(STDERR_FILENO, "axagent: cannot %s: %s\n", what, strerror(errno));
+_Noreturn static void shim_give_up(const ShimLaunch *l, LogPump *pump, const ShimPids *pids,
+                                   const char *what) {
+        logpump_note(pump, "axagent: cannot %s: %s\n", what, strerror(errno));
+        logpump_finish(pump);
         (void) agent_shim_write_status(
                 l->rank_dir, (RankExit){.signaled = false, .code = SHIM_EXIT_LAUNCH_FAILED});
         (void) !write(3, pids, sizeof(*pids));
@@ -229,15 +233,17 @@ _Noreturn static void shim_give_up(const ShimLaunch *l, const ShimPids *pids, co
 }
 
 /*
- * Waits for the rank, reaping the orphans that come back to us on the way, and fences it
- * when the lease the agent keeps renewing in l->lease runs out. Returns its wait status.
+ * Waits for the rank, reaping the orphans that come back to us on the way, pumping its
+ * output into the log, and fences it when the lease the agent keeps renewing in l->lease
+ * runs out. Returns its wait status.
  */
-static int shim_wait_rank(const ShimLaunch *l, pid_t rank) {
+static int shim_wait_rank(const ShimLaunch *l, LogPump *pump, pid_t rank) {
         sigset_t chld;
         sigemptyset(&chld);
         sigaddset(&chld, SIGCHLD);
         sigprocmask(SIG_BLOCK, &chld, NULL);
         int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+        int output = logpump_fd(pump);
         bool fenced = false;
         for (;;) {
                 int st;
@@ -253,25 +259,31 @@ static int shim_wait_rank(const ShimLaunch *l, pid_t rank) {
 
                 int64_t left = node_lease_deadline(l->lease) - util_boot_ms();
                 if (left <= 0 && !fenced) {
-                        shim_fence(l, rank, -left);
+                        shim_fence(l, pump, rank, -left);
                         fenced = true;
                 }
                 int timeout = left <= 0 ? 100
                                         : (int) (left < SHIM_LEASE_CHECK_MAX_MS
                                                          ? left
                                                          : SHIM_LEASE_CHECK_MAX_MS);
-                /* Without a signalfd (it could not be made) exits are polled for. */
-                struct pollfd pfd = {.fd = sfd, .events = POLLIN};
-                if (poll(&pfd, sfd >= 0, sfd >= 0 ? timeout : min_int(timeout, 10)) > 0) {
+                /* Without a signalfd (it could not be made) exits are polled for. A
+                 * negative fd is ignored by poll: the log's pipe once every writer
+                 * closed it. */
+                struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN},
+                                        {.fd = output, .events = POLLIN}};
+                if (poll(pfd, 2, sfd >= 0 ? timeout : min_int(timeout, 10)) > 0) {
                         struct signalfd_siginfo si;
-                        while (read(sfd, &si, sizeof(si)) > 0)
+                        while (sfd >= 0 && read(sfd, &si, sizeof(si)) > 0)
                                 ;
+                        if (pfd[1].revents && !logpump_run(pump))
+                                output = -1;
                 }
         }
 }
 
-/* The shim itself, in its own session: never returns. fd 3 is the pipe to the agent. */
-_Noreturn static void shim_run(const ShimLaunch *l) {
+/* The shim itself, in its own session: never returns. fd 3 is the pipe to the agent;
+ * 1 and 2 the pipe to the log pump. */
+_Noreturn static void shim_run(const ShimLaunch *l, LogPump *pump) {
         ShimPids pids = {.shim = getpid(), .rank = -1};
         const RankUser *u = l->user;
 
@@ -279,14 +291,14 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         if (u && u->do_switch && l->progress_path)
                 (void) chown(l->progress_path, u->uid, u->gid);
         if (u && u->do_switch)
-                (void) fchown(STDOUT_FILENO, u->uid, u->gid);
+                logpump_set_owner(pump, u->uid, u->gid);
 
         (void) shim_write_pid(l->rank_dir, "shim.pid", pids.shim);
         /* Before the fork: orphans of the rank's tree must come back to us, not to init. */
         (void) prctl(PR_SET_CHILD_SUBREAPER, 1);
         int start_pipe[2];
         if (pipe2(start_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-                shim_give_up(l, &pids, "create a pipe");
+                shim_give_up(l, pump, &pids, "create a pipe");
         /*
          * The rank is forked while every signal is at its default: an ignored SIGTERM
          * would survive into it (ignored dispositions outlive exec) and a kill arriving
@@ -296,13 +308,16 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         if (rank == 0)
                 shim_exec_rank(l, start_pipe[1]);
         close(start_pipe[1]);
+        /* Only the rank's tree writes the log's pipe, so that it ends with the tree. */
+        dup2(STDIN_FILENO, STDOUT_FILENO);
+        dup2(STDIN_FILENO, STDERR_FILENO);
         /* Stray terminal or group signals must not cost us the rank's exit status. */
         signal(SIGHUP, SIG_IGN);
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
         signal(SIGPIPE, SIG_IGN);
         if (rank < 0)
-                shim_give_up(l, &pids, "fork rank");
+                shim_give_up(l, pump, &pids, "fork rank");
         /* Also set here, so the agent may signal the group as soon as it has the pid. */
         setpgid(rank, rank);
         pids.rank = rank;
@@ -316,7 +331,7 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
                 close(oom);
         }
 
-        int st = shim_wait_rank(l, rank);
+        int st = shim_wait_rank(l, pump, rank);
         bool oom_killed = l->cgroup && cgroup_rank_oom_killed(l->cgroup);
         /* Whatever the rank started is stopped with it: its cgroup, its group, and what
          * left the group (setsid, double fork) but, orphaned, came back to us, the
@@ -324,6 +339,7 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         shim_kill_all(l, -1);
         if (l->cgroup)
                 (void) cgroup_rank_remove(l->cgroup);
+        logpump_finish(pump);
 
         RankExit ex = WIFSIGNALED(st) ? (RankExit){.signaled = true, .code = WTERMSIG(st)}
                                       : (RankExit){.signaled = false, .code = WEXITSTATUS(st)};
@@ -334,23 +350,29 @@ _Noreturn static void shim_run(const ShimLaunch *l) {
         _exit(0);
 }
 
-/* Sets up the shim's descriptors: 0 /dev/null, 1 and 2 the log, 3 the pipe, no others. */
-static int shim_fds_setup(const char *log_path, int pipe_w) {
-        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (log_fd < 0)
-                return -errno;
+/*
+ * Sets up the shim's descriptors: 0 /dev/null, 1 and 2 the pipe to the log pump, 3 the
+ * pipe to the agent, 4 and 5 the pump's, no others.
+ */
+static int shim_fds_setup(const ShimLaunch *l, int pipe_w, LogPump **ret_pump) {
+        int out_fd, r = logpump_open(l->log_path, l->log_limits, ret_pump, &out_fd);
+        if (r < 0)
+                return r;
         int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null_fd < 0)
                 return -errno;
-        if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0 ||
-            dup2(log_fd, STDERR_FILENO) < 0)
+        if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
+            dup2(out_fd, STDERR_FILENO) < 0)
                 return -errno;
         if (pipe_w != 3 && dup2(pipe_w, 3) < 0)
                 return -errno;
         /* The rank must not hold the pipe, or the agent would wait for its exit. */
         fcntl(3, F_SETFD, FD_CLOEXEC);
         /* Listening sockets and connections of the agent must not leak into ranks. */
-        close_range(4, ~0U, 0);
+        r = logpump_fds_move(*ret_pump, 4);
+        if (r < 0)
+                return r;
+        close_range((unsigned) r, ~0U, 0);
         return 0;
 }
 
@@ -368,9 +390,10 @@ int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_p
                         _exit(shim < 0 ? 1 : 0);
                 setsid();
                 shim_signals_reset();
-                if (shim_fds_setup(l->log_path, p[1]) < 0)
+                LogPump *pump;
+                if (shim_fds_setup(l, p[1], &pump) < 0)
                         _exit(1);
-                shim_run(l);
+                shim_run(l, pump);
         }
 
         close(p[1]);
@@ -392,14 +415,14 @@ int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_p
 }
 
 int agent_shim_write_status(const char *rank_dir, RankExit status) {
-        _cleanup_free_ char *path = xasprintf("%s/status", rank_dir);
         char buf[32];
         int len = snprintf(buf, sizeof(buf), "%s %d%s\n",
                            status.signaled       ? "signal"
                            : status.start_failed ? "start"
                                                  : "exit",
                            status.code, status.oom_killed ? " oom" : "");
-        return util_write_file_atomic(path, buf, (size_t) len);
+        /* A full disk must not cost us the one record that says how the rank ended. */
+        return agent_reserve_write(rank_dir, "status", buf, (size_t) len);
 }
 
 int agent_shim_read_status(const char *rank_dir, RankExit *ret) {

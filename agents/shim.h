@@ -21,6 +21,7 @@
 
 #include "cgroup.h"
 #include "lease.h"
+#include "logpump.h"
 #include "userpolicy.h"
 
 /* How a rank ended: an exit code, or the signal that killed it. */
@@ -33,7 +34,8 @@ typedef struct RankExit {
 
 typedef struct ShimLaunch {
         const char *rank_dir; /* receives shim.pid, rank.pid and status */
-        const char *log_path; /* stdout and stderr of the rank, opened for append */
+        const char *log_path; /* stdout and stderr of the rank, pumped in (logpump.h) */
+        const LogPumpLimits *log_limits; /* the log's cap and rotation; NULL: no cap */
         const char *workdir; /* NULL or "": the agent's working directory */
         char *const *argv; /* argv[0] is looked up in the rank's PATH */
         char *const *envp; /* the complete environment of the rank */

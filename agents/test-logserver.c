@@ -105,7 +105,7 @@ static void test_server(void) {
         test_write(log, "step 1\n");
 
         AgentLogServer *s;
-        CHECK(agent_logserver_start("127.0.0.1:0", state, NULL, &s) == 0);
+        CHECK(agent_logserver_start("127.0.0.1:0", state, false, &s) == 0);
         uint16_t port = agent_logserver_port(s);
         CHECK(port != 0);
 

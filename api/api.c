@@ -6,6 +6,7 @@
  */
 #include "api.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
@@ -56,6 +57,7 @@ struct Request {
         size_t proxy_status_len;
         bool proxy_started; /* the answer is queued; the body streams */
         bool proxy_suspended; /* waiting for the stream's pipe */
+        char *stream_owner; /* whose stream it is: "user NAME", or "address ADDR" */
         Request *stream_prev, *stream_next; /* Api.streams */
         /* Long-poll of an agent sync. */
         char *wait_node;
@@ -70,8 +72,11 @@ struct Api {
         struct MHD_Daemon *mhd;
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
+        int streams_per_user;
         Request *waiting; /* suspended: for commit or for a node change */
         Request *streams; /* log streams (suspended while their pipe is empty) */
+        int requests; /* in progress: from their first byte to their completion */
+        bool stopping; /* api_shutdown_begin was called */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
         Histogram latency[_ROUTE_MAX + 1];
@@ -334,6 +339,34 @@ static void handle_events(Api *api, Request *req, struct MHD_Connection *con, in
         request_set_answer(req, 200, json_pack("{s:o}", "events", c.events));
 }
 
+/*
+ * Who a log stream counts against: the token's name, or without authentication the
+ * client's address (malloc'd). Agents serve a bounded number of streams, all to the
+ * controller's address, so the controller shares them out per user.
+ */
+static char *stream_owner(const Api *api, const Request *req, struct MHD_Connection *con) {
+        if (api->auth && req->who.name)
+                return xasprintf("user %s", req->who.name);
+        char addr[INET6_ADDRSTRLEN] = "?";
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+        if (sa && sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, addr,
+                          sizeof(addr));
+        else if (sa && sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, addr,
+                          sizeof(addr));
+        return xasprintf("address %s", addr);
+}
+
+static int streams_of(const Api *api, const char *owner) {
+        int n = 0;
+        for (const Request *r = api->streams; r; r = r->stream_next)
+                n += util_streq_ptr(r->stream_owner, owner);
+        return n;
+}
+
 static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job *job) {
         int64_t rank = query_int(con, "rank", 0), attempt = query_int(con, "attempt", job->attempt);
         if (rank < 0 || rank >= job->spec->ranks) {
@@ -354,6 +387,18 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
                                   "the rank's node has no valid address");
                 return;
         }
+        char *owner = stream_owner(api, req, con);
+        if (streams_of(api, owner) >= api->streams_per_user) {
+                char msg[400];
+                snprintf(msg, sizeof(msg),
+                         "%s has %d log streams open, the most this controller allows per "
+                         "user (log_streams_per_user); close one first",
+                         owner, api->streams_per_user);
+                free(owner);
+                request_set_error(req, 429, "too_many_streams", NULL, msg);
+                return;
+        }
+        req->stream_owner = owner;
         const char *follow = query(con, "follow");
         bool following = follow && strcmp(follow, "0") != 0;
         _cleanup_free_ char *path =
@@ -497,13 +542,18 @@ static void handle_register(Api *api, Request *req) {
                 request_set_forbidden(req, "register another node");
         else if (ctl_node_register(api->ctl, &msg, &node, &err) < 0)
                 request_set_ctl_error(req, &err);
-        else
+        else {
+                char log_key[TOKEN_HASH_HEX];
+                bool keyed = ctl_node_log_key(api->ctl, node->name, log_key) == 0;
                 request_set_answer(req, 200,
                                    wire_register_answer_encode(&(WireRegisterAnswer){
                                            .node = node->name,
                                            .lease_ms = ctl_config(api->ctl)->lease_ms,
                                            .sync_period_ms = ctl_config(api->ctl)->sync_period_ms,
+                                           .log_key = keyed ? log_key : NULL,
                                    }));
+                explicit_bzero(log_key, sizeof(log_key));
+        }
         json_decref(j);
 }
 
@@ -676,6 +726,10 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 request_set_unavailable(req, ctl_failure(api->ctl));
                 return false;
         }
+        if (r != ROUTE_HEALTHZ && api->stopping) {
+                request_set_unavailable(req, "the controller is shutting down; try again");
+                return false;
+        }
         if (api->auth && !(api_route_roles(&api_routes[r]) & API_ROLE_OPEN) &&
             !authenticate(api, req, con, r))
                 return false;
@@ -815,6 +869,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
                 req->connection = con;
                 req->started_us = now_us();
                 *con_cls = req;
+                api->requests++;
                 return MHD_YES;
         }
         if (*upload_data_size > 0) {
@@ -859,6 +914,7 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         free(req->answer);
         free(req->location_buf);
         free(req->wait_node);
+        free(req->stream_owner);
         token_identity_clear(&req->who);
         if (req->proxy) {
                 stream_forget(api, req);
@@ -867,6 +923,7 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         }
         free(req);
         *con_cls = NULL;
+        api->requests--;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -882,6 +939,8 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         Api *api = xcalloc(1, sizeof(Api));
         api->ctl = ctl;
         api->auth = opts->auth;
+        api->streams_per_user = opts->log_streams_per_user > 0 ? opts->log_streams_per_user
+                                                               : API_DEFAULT_LOG_STREAMS_PER_USER;
         api->proxy_ep = epoll_create1(EPOLL_CLOEXEC);
         if (api->proxy_ep < 0) {
                 free(api);
@@ -949,6 +1008,17 @@ Api *api_free(Api *api) {
         return NULL;
 }
 
+void api_shutdown_begin(Api *api) {
+        api->stopping = true;
+}
+
+bool api_idle(const Api *api) {
+        int streams = 0;
+        for (const Request *r = api->streams; r; r = r->stream_next)
+                streams++;
+        return api->requests - streams <= 0;
+}
+
 int api_streams_fd(Api *api) {
         return api->proxy_ep;
 }
@@ -1000,7 +1070,8 @@ void api_after_commit(Api *api) {
                         request_set_unavailable(r, failure); /* its turn did not commit */
                 else if (r->wait_node) {
                         Node *node = ctl_node_find(api->ctl, r->wait_node);
-                        if (node && node->version == r->wait_version && now < r->wait_deadline) {
+                        if (node && node->version == r->wait_version && now < r->wait_deadline &&
+                            !api->stopping) {
                                 p = &r->next_waiting;
                                 continue;
                         }

@@ -18,7 +18,10 @@ typedef struct ApiOptions {
         bool auth; /* every route but /healthz needs a bearer token (docs/SECURITY.md) */
         const char *tls_cert_pem; /* both set: serve HTTPS */
         const char *tls_key_pem;
+        int log_streams_per_user; /* log answers one user may hold at once; 0: the default */
 } ApiOptions;
+
+#define API_DEFAULT_LOG_STREAMS_PER_USER 8
 
 /* Serves on listen_fd (already bound and listening; the Api owns it). 0 or -errno. */
 int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret);
@@ -37,3 +40,12 @@ int64_t api_timeout_ms(Api *api);
 /* After the controller committed a turn: answer waiting requests, wake long-polls. After
  * a turn that failed (ctl_failure), every waiting request is answered 503. */
 void api_after_commit(Api *api);
+
+/*
+ * SIGTERM: from now on new requests are answered 503 `unavailable` (nothing more is
+ * taken on), and held long-polls are answered with their node's desired state at the
+ * next api_after_commit, so that nothing in flight is cut off without an answer.
+ */
+void api_shutdown_begin(Api *api);
+/* Whether no request is in progress (log streams aside: api_free ends them). */
+bool api_idle(const Api *api);

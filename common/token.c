@@ -165,15 +165,26 @@ int token_hash(const char *token, char out[TOKEN_HASH_HEX]) {
         return 0;
 }
 
-int token_sign_path(const char *token_hash_hex, const char *path, int64_t expires,
-                    char out[TOKEN_HASH_HEX]) {
+static int token_hmac(const char *key, const char *msg, char out[TOKEN_HASH_HEX]) {
         unsigned char mac[32];
-        char *msg = xasprintf("%s %lld", path, (long long) expires);
-        int r = gnutls_hmac_fast(GNUTLS_MAC_SHA256, token_hash_hex, strlen(token_hash_hex), msg,
-                                 strlen(msg), mac);
-        free(msg);
-        if (r < 0)
+        if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, key, strlen(key), msg, strlen(msg), mac) < 0)
                 return -EIO;
         token_hex(mac, sizeof(mac), out);
         return 0;
+}
+
+int token_sign_path(const char *key_hex, const char *path, int64_t expires,
+                    char out[TOKEN_HASH_HEX]) {
+        _cleanup_free_ char *msg = xasprintf("%s %lld", path, (long long) expires);
+        return token_hmac(key_hex, msg, out);
+}
+
+int token_node_log_key(const char *secret_hex, const char *node, char out[TOKEN_HASH_HEX]) {
+        _cleanup_free_ char *msg = xasprintf("axctl log key of node %s", node);
+        return token_hmac(secret_hex, msg, out);
+}
+
+bool token_hex_valid(const char *s) {
+        return s && strlen(s) == TOKEN_HASH_HEX - 1 &&
+               strspn(s, "0123456789abcdef") == TOKEN_HASH_HEX - 1;
 }

@@ -54,12 +54,20 @@ void token_hex(const unsigned char *in, size_t n, char *out);
 /* Hex SHA-256 of a token: what the controller stores and an agent can compute. 0 or -EIO. */
 int token_hash(const char *token, char out[TOKEN_HASH_HEX]);
 /*
- * Signs a rank-log URL path: hex HMAC-SHA256 keyed with the hex SHA-256 of the agent's
- * token, over "<path> <expires>". The controller signs its log redirects so; the agent
- * checks them, so only a client the controller authorised reads a log. 0 or -EIO.
+ * Signs a rank-log URL path: hex HMAC-SHA256 keyed with the node's log key (below), over
+ * "<path> <expires>". The controller signs its requests for logs so; the agent checks
+ * them, so only a client the controller authorised reads a log. 0 or -EIO.
  */
-int token_sign_path(const char *token_hash_hex, const char *path, int64_t expires,
+int token_sign_path(const char *key_hex, const char *path, int64_t expires,
                     char out[TOKEN_HASH_HEX]);
+/*
+ * A node's log key: hex HMAC-SHA256 of the node's name keyed with the controller's
+ * secret. The controller hands it to the node's agent when it registers; no node can
+ * work out another's. 0 or -EIO.
+ */
+int token_node_log_key(const char *secret_hex, const char *node, char out[TOKEN_HASH_HEX]);
+/* Whether s is exactly 64 lowercase hex digits (a hash, key or secret as written here). */
+bool token_hex_valid(const char *s);
 
 /* Overwrites a secret before freeing it, so it does not linger in freed memory. */
 void token_free_secret(char *s);

@@ -3,6 +3,8 @@
 #include "wire.h"
 
 #include <arpa/inet.h>
+#include "token.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -121,8 +123,9 @@ int wire_register_parse(json_t *json, WireRegister *ret, JsonError *err) {
 }
 
 json_t *wire_register_answer_encode(const WireRegisterAnswer *a) {
-        return json_pack("{s:s,s:I,s:I}", "node", a->node, "lease_ms", (json_int_t) a->lease_ms,
-                         "sync_period_ms", (json_int_t) a->sync_period_ms);
+        return json_pack("{s:s,s:I,s:I,s:s*}", "node", a->node, "lease_ms",
+                         (json_int_t) a->lease_ms, "sync_period_ms", (json_int_t) a->sync_period_ms,
+                         "log_key", a->log_key);
 }
 
 int wire_register_answer_parse(json_t *json, WireRegisterAnswer *ret) {
@@ -133,6 +136,8 @@ int wire_register_answer_parse(json_t *json, WireRegisterAnswer *ret) {
                 .node = json_str(json, "node"),
                 .lease_ms = lease > 0 ? lease : 0,
                 .sync_period_ms = period > 0 ? period : 0,
+                .log_key = token_hex_valid(json_str(json, "log_key")) ? json_str(json, "log_key")
+                                                                      : NULL,
         };
         return 0;
 }

@@ -73,11 +73,12 @@ typedef struct WireRegisterAnswer {
         const char *node;
         int64_t lease_ms; /* 0 when absent */
         int64_t sync_period_ms; /* 0 when absent */
+        const char *log_key; /* the key log links to this node are signed with; NULL: none */
 } WireRegisterAnswer;
 
 json_t *wire_register_answer_encode(const WireRegisterAnswer *a);
-/* Missing or non-positive periods read as 0 (the agent keeps its own); -EBADMSG when
- * json is not an object. */
+/* Missing or non-positive periods read as 0 (the agent keeps its own), a log_key that
+ * is not 64 hex digits as NULL; -EBADMSG when json is not an object. */
 int wire_register_answer_parse(json_t *json, WireRegisterAnswer *ret);
 
 /* ---- POST /v1/agent/sync: the request ---- */

@@ -257,19 +257,21 @@ int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret) {
         return 0;
 }
 
-static int token_hash_copy(void *userdata, const StoreToken *t) {
-        char *hash = userdata;
-        snprintf(hash, TOKEN_HASH_HEX, "%s", t->hash);
-        return 0;
+int ctl_node_log_key(Controller *ctl, const char *node, char ret_key[TOKEN_HASH_HEX]) {
+        if (!ctl->cfg.log_secret)
+                return -ENOKEY;
+        return token_node_log_key(ctl->cfg.log_secret, node, ret_key);
 }
 
 char *ctl_log_url_query(Controller *ctl, const char *node, const char *path) {
-        char hash[TOKEN_HASH_HEX] = "", sig[TOKEN_HASH_HEX];
-        if (store_token_for_node(ctl->store, node, token_hash_copy, hash) < 0 || !hash[0])
+        char key[TOKEN_HASH_HEX], sig[TOKEN_HASH_HEX];
+        if (ctl_node_log_key(ctl, node, key) < 0)
                 return xstrdup("");
         /* A minute to follow the redirect; a follow=1 stream keeps going once started. */
         int64_t expires = util_wall_ms() / 1000 + 60;
-        if (token_sign_path(hash, path, expires, sig) < 0)
+        int r = token_sign_path(key, path, expires, sig);
+        explicit_bzero(key, sizeof(key));
+        if (r < 0)
                 return xstrdup("");
         return xasprintf("?expires=%lld&sig=%s", (long long) expires, sig);
 }

@@ -35,6 +35,7 @@ typedef struct CtlConfig {
         int64_t start_timeout_ms; /* a placed rank not running by then blames its node; 0: never */
         const char *failure_rules_path; /* the operator's failure rules; NULL: none */
         bool strict_transitions; /* an illegal state transition aborts (tests) */
+        const char *log_secret; /* ctl_log_secret_load's; NULL: log links are not signed */
 } CtlConfig;
 
 /* Why an operation was refused; api/ maps each to its HTTP status and JSON code. */
@@ -126,6 +127,9 @@ int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret);
  * (authentication off). New string.
  */
 char *ctl_log_url_query(Controller *ctl, const char *node, const char *path);
+/* The key a node's agent checks log links with (token_node_log_key): 0, or -ENOKEY
+ * without a secret. */
+int ctl_node_log_key(Controller *ctl, const char *node, char ret_key[TOKEN_HASH_HEX]);
 
 /* Counts for /healthz and status lines. */
 void ctl_counts(Controller *ctl, int *ret_jobs_active, int *ret_nodes_ready);

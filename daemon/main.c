@@ -51,6 +51,8 @@ static void usage(FILE *f) {
               "  --auth[=BOOL]           require bearer tokens (see axctld token --help)\n"
               "  --tls-cert PATH         serve HTTPS with this PEM certificate (chain)...\n"
               "  --tls-key PATH          ...and this PEM private key\n"
+              "  --log-streams-per-user N  rank logs one user (one address without --auth)\n"
+              "                          may stream at once (default 8)\n"
               "  --quota-file PATH       project quotas for the scheduler (default: none,\n"
               "                          equal shares); re-read on SIGHUP\n"
               "  --failure-rules PATH    the operator's failure rules, a JSON list\n"
@@ -81,6 +83,7 @@ enum {
         OPT_AUTH,
         OPT_TLS_CERT,
         OPT_TLS_KEY,
+        OPT_LOG_STREAMS_PER_USER,
         OPT_CONFIG,
 };
 
@@ -99,6 +102,7 @@ static const struct option options[] = {
         {"auth", optional_argument, NULL, OPT_AUTH},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+        {"log-streams-per-user", required_argument, NULL, OPT_LOG_STREAMS_PER_USER},
         {"config", required_argument, NULL, OPT_CONFIG},
         {"help", no_argument, NULL, 'h'},
         {},
@@ -112,6 +116,7 @@ typedef struct Settings {
         char *failure_rules_path;
         bool auth;
         char *tls_cert, *tls_key;
+        int log_streams_per_user;
         CtlConfig ctl;
         LogLevel level;
 } Settings;
@@ -187,6 +192,13 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 *dst = *value ? xstrdup(value) : NULL;
                 return 0;
         }
+        case OPT_LOG_STREAMS_PER_USER:
+                if (config_parse_int(value, 1, 10000, &v) < 0) {
+                        *ret_reason = "needs a count, 1 to 10000";
+                        return -EINVAL;
+                }
+                s->log_streams_per_user = (int) v;
+                return 0;
         case OPT_QUOTA_FILE:
                 free(s->quota_path);
                 s->quota_path = *value ? xstrdup(value) : NULL;
@@ -247,6 +259,9 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
 #define STATUS_PERIOD_MS 1000
 /* After a failed turn: how long to keep answering 503 (and /healthz why) before exiting. */
 #define FAILED_LINGER_MS 2000
+/* After SIGTERM: the longest wait for requests in progress to be answered (a client that
+ * sends its body slowly is cut off then). */
+#define SHUTDOWN_DRAIN_MS 2000
 
 /*
  * Sends prefix (READY=1, WATCHDOG=1 or nothing) with the counts as STATUS=. Without a
@@ -363,6 +378,16 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
+        /* Beside the database, not in it: a copy of the database (a backup, a file others
+         * could read) must not let anyone sign log links. */
+        char log_secret[TOKEN_HASH_HEX];
+        _cleanup_free_ char *secret_error = NULL;
+        if (ctl_log_secret_load(cfg.db_path, log_secret, &secret_error) < 0) {
+                fprintf(stderr, "axctld: %s\n", secret_error);
+                return 2;
+        }
+        cfg.log_secret = log_secret;
+
         Controller *ctl = NULL;
         /* The test suites set this so that a bug in the state machine fails them loudly. */
         cfg.strict_transitions = util_streq_ptr(getenv("AXCTLD_STRICT_TRANSITIONS"), "1");
@@ -421,8 +446,10 @@ int main(int argc, char **argv) {
                 ctl_free(ctl);
                 return 2;
         }
-        ApiOptions api_opts = {
-                .auth = settings.auth, .tls_cert_pem = cert_pem, .tls_key_pem = key_pem};
+        ApiOptions api_opts = {.auth = settings.auth,
+                               .tls_cert_pem = cert_pem,
+                               .tls_key_pem = key_pem,
+                               .log_streams_per_user = settings.log_streams_per_user};
         Api *api = NULL;
         if ((r = api_new(ctl, lfd, &api_opts, &api)) < 0) {
                 /* With TLS the likely cause is the certificate or key: a configuration
@@ -486,13 +513,15 @@ int main(int argc, char **argv) {
         int64_t next_watchdog = 0, next_status = util_now_ms() + STATUS_PERIOD_MS;
         notify_status(ctl, where, "READY=1\n", status, sizeof(status));
 
-        bool running = true;
         int64_t stop_at = 0; /* set when a turn failed */
-        while (running) {
+        int64_t drain_until = 0; /* set on SIGTERM */
+        for (;;) {
                 int64_t now = util_now_ms();
                 int64_t timeout = ctl_next_deadline_ms(ctl) - now;
                 if (stop_at && stop_at - now < timeout)
                         timeout = stop_at - now;
+                if (drain_until && drain_until - now < timeout)
+                        timeout = drain_until - now;
                 int64_t api_timeout = api_timeout_ms(api);
                 if (api_timeout >= 0 && api_timeout < timeout)
                         timeout = api_timeout;
@@ -515,9 +544,14 @@ int main(int argc, char **argv) {
                                 continue;
                         struct signalfd_siginfo si;
                         while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-                                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
-                                        running = false;
-                                else if (si.ssi_signo == SIGHUP) {
+                                if ((si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) &&
+                                    !drain_until) {
+                                        /* Answer what is in flight, take nothing new. */
+                                        log_info("shutting down: answering the requests in "
+                                                 "progress");
+                                        api_shutdown_begin(api);
+                                        drain_until = util_now_ms() + SHUTDOWN_DRAIN_MS;
+                                } else if (si.ssi_signo == SIGHUP) {
                                         reload_files(ctl);
                                 }
                         }
@@ -534,6 +568,8 @@ int main(int argc, char **argv) {
                 }
                 api_after_commit(api);
                 if (stop_at && util_now_ms() >= stop_at)
+                        break;
+                if (drain_until && (api_idle(api) || util_now_ms() >= drain_until))
                         break;
                 now = util_now_ms();
                 if (watchdog && now >= next_watchdog) {

@@ -6,10 +6,12 @@
 #include "tokens.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -47,6 +49,70 @@ int token_generate(char **ret_token) {
         token_hex(raw, sizeof(raw), text + 4);
         *ret_token = xstrdup(text);
         return 0;
+}
+
+/* Creates a new secret file; -EEXIST when one appeared meanwhile. */
+static int log_secret_create(const char *path, char **ret_error) {
+        _cleanup_free_ char *raw = NULL;
+        int r = token_generate(&raw);
+        if (r < 0) {
+                *ret_error = xasprintf("cannot draw random bytes: %s", strerror(-r));
+                return r;
+        }
+        const char *hex = raw + 4; /* past "axt_": 64 hex digits */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+                r = -errno;
+                if (r != -EEXIST)
+                        *ret_error = xasprintf("cannot create %s: %s", path, strerror(-r));
+                return r;
+        }
+        bool ok = write(fd, hex, strlen(hex)) == (ssize_t) strlen(hex) && write(fd, "\n", 1) == 1 &&
+                  fsync(fd) == 0;
+        r = ok ? 0 : -errno;
+        if (close(fd) < 0 && r == 0)
+                r = -errno;
+        explicit_bzero(raw, strlen(raw));
+        if (r < 0) {
+                unlink(path);
+                *ret_error = xasprintf("cannot write %s: %s", path, strerror(-r));
+        }
+        return r;
+}
+
+int ctl_log_secret_load(const char *db_path, char ret_secret[TOKEN_HASH_HEX], char **ret_error) {
+        _cleanup_free_ char *path = xasprintf("%s.logkey", db_path);
+        for (int attempt = 0; attempt < 2; attempt++) {
+                char *secret = NULL, *error = NULL;
+                int r = token_file_read(path, &secret, &error);
+                if (r == -ENOENT) {
+                        free(error);
+                        r = log_secret_create(path, ret_error);
+                        if (r == -EEXIST)
+                                continue;
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (r < 0) {
+                        *ret_error = error;
+                        return r;
+                }
+                bool valid = token_hex_valid(secret);
+                if (valid)
+                        memcpy(ret_secret, secret, TOKEN_HASH_HEX);
+                token_free_secret(secret);
+                if (!valid) {
+                        *ret_error = xasprintf("%s does not hold 64 hex digits: remove it and "
+                                               "a new one is made (log links signed before "
+                                               "stop working until agents register again)",
+                                               path);
+                        return -EINVAL;
+                }
+                return 0;
+        }
+        *ret_error = xasprintf("%s keeps changing under us", path);
+        return -EAGAIN;
 }
 
 static void token_usage(FILE *f) {

@@ -93,7 +93,6 @@ enum {
         STMT_TOKEN_INSERT,
         STMT_TOKEN_BY_HASH,
         STMT_TOKEN_REVOKE,
-        STMT_TOKEN_FOR_NODE,
         _STMT_MAX,
 };
 
@@ -136,10 +135,6 @@ static const char *const statement_sql[_STMT_MAX] = {
                                " FROM token WHERE hash = ? AND revoked_ms IS NULL",
         [STMT_TOKEN_REVOKE] =
                 "UPDATE token SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL",
-        [STMT_TOKEN_FOR_NODE] =
-                "SELECT name, hash, role, projects, node, created_ms, revoked_ms"
-                " FROM token WHERE role = 'agent' AND node = ? AND revoked_ms IS NULL"
-                " ORDER BY created_ms DESC LIMIT 1",
 };
 
 struct Store {
@@ -719,11 +714,4 @@ int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata) {
                 return r;
         LoadCtx ctx = {(void *) fn, userdata};
         return for_each_row(st, true, token_row, &ctx);
-}
-
-int store_token_for_node(Store *store, const char *node, StoreTokenFn fn, void *userdata) {
-        sqlite3_stmt *st = store->stmts[STMT_TOKEN_FOR_NODE];
-        bind_text(st, 1, node);
-        LoadCtx ctx = {(void *) fn, userdata};
-        return for_each_row(st, false, token_row, &ctx);
 }

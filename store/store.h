@@ -136,8 +136,6 @@ int store_token_revoke(Store *store, const char *name, int64_t now_ms);
 /* Calls fn for the valid token with this hash, if there is one. */
 int store_token_find(Store *store, const char *hash, StoreTokenFn fn, void *userdata);
 int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata);
-/* Calls fn for the newest valid agent token of node, if there is one. */
-int store_token_for_node(Store *store, const char *node, StoreTokenFn fn, void *userdata);
 
 /* Loaders call fn for each row in key order; a negative return from fn stops and is returned. */
 int store_jobs_load(Store *store, StoreJobFn fn, void *userdata);
