@@ -985,6 +985,15 @@ def env_from_log(text):
 # unittest glue.
 
 
+def create_token(db, *args):
+    """`axctld token create --db DB ARGS...`: the new token."""
+    p = subprocess.run([AXCTLD, "token", "create", "--db", db] + list(args),
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise AssertionError("axctld token create %s: %s" % (args, p.stderr))
+    return p.stdout.strip()
+
+
 def missing_binaries(names=("AXCTLD", "AXAGENT", "AXCTL", "AXWORK")):
     paths = {"AXCTLD": AXCTLD, "AXAGENT": AXAGENT, "AXCTL": AXCTL, "AXWORK": AXWORK}
     return [n + "=" + paths[n] for n in names if not os.access(paths[n], os.X_OK)]
@@ -1051,6 +1060,17 @@ class ClusterTestCase(unittest.TestCase):
     def assert_no_overlap(self, job):
         problems = check_no_overlap(job.entries())
         self.assertEqual(problems, [], "attempts of job %s overlapped" % job.id)
+
+    def mount_small_disk(self, path, size="4m"):
+        """Mounts a tmpfs of `size` on path (created if missing) for a full-disk case,
+        unmounted after the test; skips the test where that needs root we lack."""
+        os.makedirs(path, exist_ok=True)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", path],
+                          capture_output=True).returncode != 0:
+            if os.geteuid() == 0:
+                self.fail("root could not mount a tmpfs for the full-disk case")
+            self.skipTest("mounting a tmpfs needs root")
+        self.addCleanup(subprocess.run, ["umount", "-l", path])
 
     def assert_no_ranks_alive(self, cluster, job_id, timeout=10):
         wait_for(lambda: not rank_processes(cluster.marker, job_id), timeout,

@@ -22,12 +22,7 @@ import axtest
 import testca
 
 
-def token(db, *args):
-    p = subprocess.run([axtest.AXCTLD, "token", "create", "--db", db] + list(args),
-                       capture_output=True, text=True, timeout=30)
-    if p.returncode != 0:
-        raise AssertionError("axctld token create %s: %s" % (args, p.stderr))
-    return p.stdout.strip()
+token = axtest.create_token
 
 
 class AuthTest(axtest.ClusterTestCase):

@@ -146,13 +146,7 @@ class FullStateDiskTest(axtest.ClusterTestCase):
         c = axtest.Cluster(1, name=self._testMethodName)
         self.addCleanup(self._finish_cluster, c)
         state = os.path.join(c.tmp, "n1")
-        os.makedirs(state)
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", state],
-                          capture_output=True).returncode != 0:
-            if os.geteuid() == 0:
-                self.fail("root could not mount a tmpfs for the full-disk case")
-            self.skipTest("mounting a tmpfs needs root")
-        self.addCleanup(subprocess.run, ["umount", "-l", state])
+        self.mount_small_disk(state)
         c.start()
         spec = {"name": "filler", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
                 "command": [sys.executable, "-c", FILLER, "96"],  # 6 MiB
@@ -177,14 +171,6 @@ class FullStateDiskTest(axtest.ClusterTestCase):
             self.assertIn("its state cannot be written", f.read())
         self.assertEqual([n["state"] for n in c.nodes()], ["ready"])
 
-def make_token(db, *args):
-    p = subprocess.run([axtest.AXCTLD, "token", "create", "--db", db] + list(args),
-                       capture_output=True, text=True, timeout=30)
-    if p.returncode != 0:
-        raise AssertionError("axctld token create %s: %s" % (args, p.stderr))
-    return p.stdout.strip()
-
-
 TICKER = ["sh", "-c", "while :; do echo tick; sleep 0.1; done"]
 
 
@@ -193,12 +179,12 @@ class AuthLogTest(axtest.ClusterTestCase):
         """One agent with its token; users alice and bob of project p1."""
         c = axtest.Cluster(1, controller_args=["--auth"], name=self._testMethodName)
         self.addCleanup(self._finish_cluster, c)
-        tokens = {"admin": make_token(c.db, "--name", "root", "--role", "admin")}
+        tokens = {"admin": axtest.create_token(c.db, "--name", "root", "--role", "admin")}
         for user in ("alice", "bob"):
-            tokens[user] = make_token(c.db, "--name", user, "--role", "user", "--project", "p1")
+            tokens[user] = axtest.create_token(c.db, "--name", user, "--role", "user", "--project", "p1")
         path = self.agent_token_path = os.path.join(c.tmp, "n1.token")
         with open(path, "w") as f:
-            f.write(make_token(c.db, "--name", "n1", "--role", "agent", "--node", "n1") + "\n")
+            f.write(axtest.create_token(c.db, "--name", "n1", "--role", "agent", "--node", "n1") + "\n")
         os.chmod(path, 0o600)
         c.agent_args = [["--token-file", path]]
         c.token = tokens["admin"]

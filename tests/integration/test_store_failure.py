@@ -12,7 +12,6 @@ about a second, and /healthz says so."""
 
 import os
 import shutil
-import subprocess
 import time
 import unittest
 
@@ -20,15 +19,6 @@ import axtest
 
 
 class StoreFailureTest(axtest.ClusterTestCase):
-    def mount_small_disk(self, path):
-        os.makedirs(path)
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", path],
-                          capture_output=True).returncode != 0:
-            if os.geteuid() == 0:
-                self.fail("root could not mount a tmpfs for the full-disk case")
-            self.skipTest("mounting a tmpfs needs root")
-        self.addCleanup(subprocess.run, ["umount", "-l", path])
-
     def test_full_disk_stops_the_controller_without_losing_acknowledged_jobs(self):
         c = axtest.Cluster(0, name=self._testMethodName)
         self.addCleanup(self._finish_cluster, c)
