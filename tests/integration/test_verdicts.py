@@ -171,13 +171,7 @@ class VerdictsTest(axtest.ClusterTestCase):
                            controller_args=["--quarantine-after", "0"])
         self.addCleanup(self._finish_cluster, c)
         disk = os.path.join(c.tmp, "n1")
-        os.makedirs(disk)
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", disk],
-                          capture_output=True).returncode != 0:
-            if os.geteuid() == 0:
-                self.fail("root could not mount a tmpfs")
-            self.skipTest("mounting a tmpfs needs root")
-        self.addCleanup(subprocess.run, ["umount", "-l", disk])
+        self.mount_small_disk(disk, size="8m")
         c.start()
         fill = os.path.join(disk, "fill")
         subprocess.run(["dd", "if=/dev/zero", "of=" + fill, "bs=64k"], capture_output=True)
