@@ -163,13 +163,19 @@ class FullStateDiskTest(axtest.ClusterTestCase):
                     f.write(b"\0" * 4096)
             except OSError:
                 pass
+        # That is the node's fault, not the job's (issue 11): the node says why in its
+        # health, and the attempt is blamed on it instead of staying "starting".
         spec.update(name="nospace", command=["/bin/true"])
         view = c.wait_job(c.submit(spec)["id"], timeout=30)
         self.assertEqual(view["state"], "failed", view)
-        self.assertIn("exited with code 127", view["attempts"][0]["detail"])
+        first = view["attempts"][0]
+        self.assertEqual((first["failure_class"], first["blamed_node"]), ("node", "n1"), first)
+        self.assertIn("cannot write rank state", first["detail"])
         with open(c.agents["n1"].stderr_path) as f:
-            self.assertIn("its state cannot be written", f.read())
-        self.assertEqual([n["state"] for n in c.nodes()], ["ready"])
+            self.assertIn("cannot write rank state", f.read())
+        node = c.nodes()[0]
+        self.assertEqual(node["state"], "unhealthy", node)
+        self.assertIn("No space left on device", node["reason"])
 
 TICKER = ["sh", "-c", "while :; do echo tick; sleep 0.1; done"]
 
