@@ -209,7 +209,7 @@ static void check_kill_escapers(const CgroupLayout *l, CgroupSet *s, const char 
         CHECK_INT(cgroup_rank_create(cg, &none), 0);
         pid_t escapee, rank = spawn_escaper(cg, &escapee);
         CHECK(in_cgroup(rank, "job1-a1-r0") && in_cgroup(escapee, "job1-a1-r0"));
-        for (int i = 0; i < 200 && (getpgid(rank) != getpgrp() || getsid(escapee) != escapee); i++)
+        for (int i = 0; i < 2000 && (getpgid(rank) != getpgrp() || getsid(escapee) != escapee); i++)
                 usleep(5 * 1000);
         CHECK(getsid(escapee) == escapee && getpgid(rank) == getpgrp());
         /* SIGTERM to the group changes nothing: both ignore or never see it. */
@@ -315,7 +315,10 @@ static CgroupSet *check_restart_and_sweep(const CgroupLayout *l, CgroupSet *s,
         CHECK_INT(cgroup_rank_create(kept, &none), 0);
         CHECK_INT(cgroup_rank_create(orphan, &none), 0);
         pid_t kept_pid = spawn_sleeper(kept), orphan_pid = spawn_sleeper(orphan);
-        for (int i = 0; i < 200 && !in_cgroup(orphan_pid, "job4-a1-r0"); i++)
+        /* Each child moves itself: wait for both (slow under the sanitizers). */
+        for (int i = 0; i < 2000 &&
+                        !(in_cgroup(kept_pid, "job3-a1-r0") && in_cgroup(orphan_pid, "job4-a1-r0"));
+             i++)
                 usleep(5 * 1000);
 
         cgroup_set_free(s);
