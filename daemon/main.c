@@ -121,6 +121,16 @@ typedef struct Settings {
         LogLevel level;
 } Settings;
 
+/* Frees what the settings hold, on every way out of main. */
+static void settings_clear(Settings *s) {
+        free(s->listen);
+        free(s->db_path);
+        free(s->quota_path);
+        free(s->failure_rules_path);
+        free(s->tls_cert);
+        free(s->tls_key);
+}
+
 /*
  * Sets one option from its text, for a flag and a configuration key alike (see
  * config.h). The limits keep the timing sane: a lease below 100 ms cannot be kept over
@@ -347,7 +357,7 @@ int main(int argc, char **argv) {
                 return token_command(argc - 1, argv + 1);
         /* Before any thread: log streams fetch from agents with libcurl (api/logproxy.c). */
         curl_global_init(CURL_GLOBAL_DEFAULT);
-        Settings settings = {
+        _cleanup_(settings_clear) Settings settings = {
                 .listen = xstrdup("127.0.0.1:8470"),
                 .db_path = xstrdup("axctld.db"),
                 .ctl = {.lease_ms = 5000,
@@ -586,11 +596,5 @@ int main(int argc, char **argv) {
         ctl_free(ctl);
         close(ep);
         close(sfd);
-        free(settings.listen);
-        free(settings.db_path);
-        free(settings.quota_path);
-        free(settings.failure_rules_path);
-        free(settings.tls_cert);
-        free(settings.tls_key);
         return r < 0 ? 1 : 0;
 }
