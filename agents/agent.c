@@ -95,6 +95,7 @@ struct Agent {
         char *cmd_reason; /* the health command's verdict, NULL when healthy */
         char *probe_reason; /* the backends' verdict, NULL when healthy */
         char *state_reason; /* why the state dir could not take a rank; NULL when it can */
+        bool probe_before_sync; /* a rank failed: the devices' health goes with its exit */
         AgentHealth health;
         AgentCheckpoint *ckpts;
         size_t n_ckpts;
@@ -392,6 +393,12 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
                 url = xasprintf("%s/v1/agent/register", a->controller);
                 timeout_ms = 5000;
         } else {
+                if (a->probe_before_sync) {
+                        /* Once for every rank that failed since the last sync. */
+                        a->probe_before_sync = false;
+                        agent_health_probe(a);
+                        agent_health_combine(a);
+                }
                 body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts, a->n_ckpts,
                                              &a->health, a->request_id);
                 url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
@@ -740,13 +747,13 @@ static bool agent_rank_check_exit(Agent *a, Rank *r) {
         agent_scan_checkpoints(a);
         if ((r->exit.signaled || r->exit.code != 0) && !r->exit.start_failed && !r->stopping) {
                 /* Evidence for the verdict, in the same sync as the exit: the log's tail
-                 * for failure rules, and the devices' health now, so a GPU that failed
-                 * under the rank (an XID, ECC errors) ends the attempt as the node's
-                 * fault instead of waiting for the next periodic probe. */
+                 * for failure rules, and the devices' health, probed as that sync is
+                 * built, so a GPU that failed under the rank (an XID, ECC errors) ends
+                 * the attempt as the node's fault instead of waiting for the next
+                 * periodic probe. */
                 free(r->log_tail);
                 r->log_tail = rank_table_log_tail(a->ranks, r->key);
-                agent_health_probe(a);
-                agent_health_combine(a);
+                a->probe_before_sync = true;
         }
         a->dirty = true;
         return true;

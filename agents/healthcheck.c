@@ -161,12 +161,7 @@ char *agent_health_reason_trim(const char *output, size_t len) {
         size_t n = len - start;
         if (n == 0)
                 return NULL;
-        if (n > AGENT_HEALTH_REASON_MAX) {
-                n = AGENT_HEALTH_REASON_MAX;
-                /* Step back over continuation bytes so no character is cut in half. */
-                while (n > 0 && ((unsigned char) output[start + n] & 0xC0) == 0x80)
-                        n--;
-        }
+        n = util_utf8_cut(output + start, n, AGENT_HEALTH_REASON_MAX);
         char *s = xmalloc(n + 1);
         memcpy(s, output + start, n);
         s[n] = '\0';

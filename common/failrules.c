@@ -158,9 +158,7 @@ bool failrules_match(const FailRules *r, const char *text, FailRuleMatch *ret) {
                 const char *start = text + m.rm_so;
                 while (start > text && start[-1] != '\n')
                         start--;
-                size_t len = strcspn(start, "\n");
-                if (len >= sizeof(ret->line))
-                        len = util_utf8_cut(start, sizeof(ret->line) - 1);
+                size_t len = util_utf8_cut(start, strcspn(start, "\n"), sizeof(ret->line) - 1);
                 *ret = (FailRuleMatch){.rule = &r->rules[i], .index = i};
                 snprintf(ret->line, sizeof(ret->line), "%.*s", (int) len, start);
                 return true;

@@ -221,10 +221,10 @@ void util_utf8_sanitize(char *s, size_t len) {
         }
 }
 
-size_t util_utf8_cut(const char *s, size_t max) {
-        size_t n = strnlen(s, max);
-        if (n < max || s[n] == '\0')
-                return n;
+size_t util_utf8_cut(const char *s, size_t len, size_t max) {
+        if (len <= max)
+                return len;
+        size_t n = max;
         while (n > 0 && ((unsigned char) s[n] & 0xC0) == 0x80)
                 n--;
         return n;

@@ -82,5 +82,6 @@ bool util_streq_ptr(const char *a, const char *b);
  * bytes that start no valid sequence (overlong, surrogate, cut short) become '?'.
  */
 void util_utf8_sanitize(char *s, size_t len);
-/* The length of s's longest prefix of at most max bytes that cuts no character. */
-size_t util_utf8_cut(const char *s, size_t max);
+/* The length of the longest prefix of s[0..len) of at most max bytes that cuts no
+ * character. */
+size_t util_utf8_cut(const char *s, size_t len, size_t max);

@@ -213,7 +213,6 @@ static int load_rank(void *ud, const StoreRank *sr) {
                     .attempt = sr->attempt,
                     .node_name = xstrdup(sr->node),
                     .n_devices = (int) json_array_size(devs),
-                    .alive = sr->alive,
                     .pid = (int) from_opt(sr->pid, 0),
                     .exit_code = (int) from_opt(sr->exit_code, -1),
                     .signal = (int) from_opt(sr->signal, 0),
@@ -224,7 +223,7 @@ static int load_rank(void *ud, const StoreRank *sr) {
         for (int i = 0; i < r->n_devices; i++)
                 r->devices[i] = (int) json_integer_value(json_array_get(devs, (size_t) i));
         json_decref(devs);
-        tr_rank_restore(r, sr->state);
+        tr_rank_restore(r, sr->state, sr->alive);
         if (r->alive)
                 model_active_add(m, job);
         return 0;

@@ -192,7 +192,8 @@ void tr_job_restore(Job *job, const char *stored) {
                 job->state = JOB_FAILED;
 }
 
-void tr_rank_restore(Rank *r, const char *stored) {
+void tr_rank_restore(Rank *r, const char *stored, bool alive) {
+        r->alive = alive;
         r->state = rank_state_from_string(stored);
         if (r->state == _RANK_STATE_INVALID)
                 r->state = RANK_LOST;

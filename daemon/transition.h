@@ -60,10 +60,11 @@ void tr_node_created(Turn *t, Node *node);
 /*
  * The states read back from the store at start-up (they were checked when they were
  * made). A name this version does not know reads as the safe state: a job failed, a
- * rank lost, a node down, an attempt still open.
+ * rank lost, a node down, an attempt still open. A rank's liveness comes back with its
+ * state.
  */
 void tr_job_restore(Job *job, const char *stored);
-void tr_rank_restore(Rank *r, const char *stored);
+void tr_rank_restore(Rank *r, const char *stored, bool alive);
 void tr_node_restore(Node *node, const char *stored);
 void tr_attempt_restore(Attempt *a, const char *stored_end_reason);
 
