@@ -206,6 +206,7 @@ static void check_rank(const WireRankReport *a, const WireRankReport *b) {
         CHECK(a->exited == b->exited && a->pid == b->pid && a->exit_code == b->exit_code);
         CHECK(a->signal == b->signal && a->step == b->step && a->hung == b->hung);
         CHECK(a->start_failed == b->start_failed && a->oom_killed == b->oom_killed);
+        CHECK(a->node_fault == b->node_fault && util_streq_ptr(a->log_tail, b->log_tail));
 }
 
 static void test_sync(void) {
@@ -223,7 +224,8 @@ static void test_sync(void) {
                  .exited = true,
                  .exit_code = 127,
                  .step = -1,
-                 .start_failed = true},
+                 .start_failed = true,
+                 .node_fault = true},
                 {.job = 8,
                  .attempt = 2,
                  .rank = 0,
@@ -231,7 +233,8 @@ static void test_sync(void) {
                  .exit_code = -1,
                  .signal = 9,
                  .step = 0,
-                 .oom_killed = true},
+                 .oom_killed = true,
+                 .log_tail = "step 0\nCUDA error: uncorrectable ECC error encountered\n"},
         };
         WireCheckpoint ckpts[] = {{.job = 7, .attempt = 1, .step = 40, .path = "/ckpt/s40"}};
         WireSync in = {.node = "n1",
@@ -244,16 +247,20 @@ static void test_sync(void) {
                        .healthy = false,
                        .health_reason = "ecc"};
         json_t *j = wire_sync_encode(&in);
-        check_dump(j, "{\"node\":\"n1\",\"boot_id\":\"b\",\"agent_id\":\"a1\",\"ranks\":["
-                      "{\"job\":7,\"attempt\":1,\"rank\":0,\"state\":\"running\",\"pid\":4242,"
-                      "\"exit_code\":null,\"signal\":null,\"step\":41,\"hung\":true},"
-                      "{\"job\":7,\"attempt\":1,\"rank\":1,\"state\":\"exited\",\"pid\":null,"
-                      "\"exit_code\":127,\"signal\":null,\"step\":null,\"start_failed\":true},"
-                      "{\"job\":8,\"attempt\":2,\"rank\":0,\"state\":\"exited\",\"pid\":null,"
-                      "\"exit_code\":null,\"signal\":9,\"step\":0,\"oom_killed\":true}],"
-                      "\"checkpoints\":[{\"job\":7,\"attempt\":1,\"step\":40,"
-                      "\"path\":\"/ckpt/s40\"}],"
-                      "\"health\":{\"healthy\":false,\"reason\":\"ecc\"}}");
+        check_dump(j,
+                   "{\"node\":\"n1\",\"boot_id\":\"b\",\"agent_id\":\"a1\",\"ranks\":["
+                   "{\"job\":7,\"attempt\":1,\"rank\":0,\"state\":\"running\",\"pid\":4242,"
+                   "\"exit_code\":null,\"signal\":null,\"step\":41,\"hung\":true},"
+                   "{\"job\":7,\"attempt\":1,\"rank\":1,\"state\":\"exited\",\"pid\":null,"
+                   "\"exit_code\":127,\"signal\":null,\"step\":null,\"start_failed\":true,"
+                   "\"node_fault\":true},"
+                   "{\"job\":8,\"attempt\":2,\"rank\":0,\"state\":\"exited\",\"pid\":null,"
+                   "\"exit_code\":null,\"signal\":9,\"step\":0,"
+                   "\"log_tail\":\"step 0\\nCUDA error: uncorrectable ECC error encountered\\n\","
+                   "\"oom_killed\":true}],"
+                   "\"checkpoints\":[{\"job\":7,\"attempt\":1,\"step\":40,"
+                   "\"path\":\"/ckpt/s40\"}],"
+                   "\"health\":{\"healthy\":false,\"reason\":\"ecc\"}}");
         WireSync out;
         JsonError err;
         CHECK_INT(wire_sync_parse(j, &out, &err), 0);
@@ -308,6 +315,10 @@ static void test_sync(void) {
                 {KEY "\"state\":\"running\",\"step\":-2}]}", "ranks[].step"},
                 {KEY "\"state\":\"running\",\"hung\":1}]}", "ranks[].hung"},
                 {KEY "\"state\":\"running\",\"colour\":1}]}", "ranks[].colour"},
+                /* A node may blame itself only for a rank it could not lay out. */
+                {KEY "\"state\":\"exited\",\"exit_code\":1,\"node_fault\":true}]}",
+                 "ranks[].node_fault"},
+                {KEY "\"state\":\"exited\",\"exit_code\":1,\"log_tail\":7}]}", "ranks[].log_tail"},
                 {"{\"node\":\"n1\",\"ranks\":[{\"attempt\":1,\"rank\":0,\"state\":\"running\"}]}",
                  "ranks[].job"},
                 {"{\"node\":\"n1\",\"ranks\":[{\"job\":0,\"attempt\":1,\"rank\":0}]}",
@@ -337,6 +348,14 @@ static void test_sync(void) {
         j = json_pack("{s:s,s:{s:b,s:s}}", "node", "n1", "health", "healthy", 0, "reason", big);
         CHECK(wire_sync_parse(j, &out, &err) < 0);
         CHECK_STR(err.field, "health.reason");
+        json_decref(j);
+        /* A log tail over its bound is refused whole, not cut (a node cannot hand the
+         * failure rules more than FAILRULES_LOG_TAIL bytes to match). */
+        big[WIRE_MAX_LOG_TAIL + 1] = '\0';
+        j = json_pack("{s:s,s:[{s:i,s:i,s:i,s:s,s:i,s:s}]}", "node", "n1", "ranks", "job", 1,
+                      "attempt", 1, "rank", 0, "state", "exited", "exit_code", 1, "log_tail", big);
+        CHECK(wire_sync_parse(j, &out, &err) < 0);
+        CHECK_STR(err.field, "ranks[].log_tail");
         json_decref(j);
         free(big);
         json_t *many = json_array(), *many_ckpts = json_array();

@@ -43,7 +43,7 @@ typedef struct HealthFailure {
         int consecutive; /* earlier failures in a row without progress: the backoff exponent */
         int without_progress; /* job failures in a row without progress, this one included */
         FailRuleAction rule; /* the failure rule that matched; _FAILRULE_ACTION_INVALID: none */
-        bool claimed_by_job; /* a node fault only the job's own rule claims: counted as its own */
+        bool claimed_by_job; /* a node fault only the job's log claims: counted as its own */
 } HealthFailure;
 
 typedef struct HealthVerdict {
@@ -151,7 +151,7 @@ typedef struct HealthFinding {
         int exit_code; /* -1: none */
         int signal; /* 0: none */
         FailRuleAction rule; /* the failure rule that decided it; _FAILRULE_ACTION_INVALID */
-        bool claimed_by_job; /* FAILURE_NODE on the word of the job's own rule only */
+        bool claimed_by_job; /* FAILURE_NODE on the job's word only: its log matched a rule */
         char detail[HEALTH_DETAIL_MAX]; /* holds a node's whole health reason */
 } HealthFinding;
 
@@ -200,7 +200,7 @@ typedef struct HealthJudgement {
 /*
  * Judges a failure seen on a node with history `node` (NULL: no node): whom to blame
  * (the node for a node fault; for the job's own failure, or a node fault only the job's
- * own rule claims, only when failures of different jobs of different owners, each of
+ * log claims, only when failures of different jobs of different owners, each of
  * which ran fine elsewhere, pile up there), whether that quarantines it, and whether and
  * when the job restarts. Records the blame and suspicion into *node.
  */

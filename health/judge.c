@@ -5,8 +5,8 @@
 HealthJudgement health_judge(const HealthCase *c, HealthHistory *node) {
         const HealthFinding *f = c->finding;
         HealthJudgement j = {.quick_failures = c->quick_failures};
-        /* A job's own rule may move it off a node, never take the node out of service:
-         * that needs the word of other owners' jobs, as for any failure of its own. */
+        /* A job's log may move it off a node, never take the node out of service: that
+         * needs the word of other owners' jobs, as for any failure of its own. */
         bool own = f->cls == FAILURE_JOB || f->claimed_by_job;
         if (node && f->cls == FAILURE_NODE && !f->claimed_by_job)
                 j.blame = true;

@@ -131,10 +131,11 @@ static void test_failure_rules(void) {
         CHECK(health_detect(&s, &f));
         CHECK_INT(f.reason, END_NODE_FAULT);
         CHECK_INT(f.cls, FAILURE_NODE);
-        CHECK(!f.claimed_by_job); /* the operator's rule: evidence */
+        /* Even the operator's rule only moves the job: the log is the job's own text. */
+        CHECK(f.claimed_by_job);
         CHECK(strstr(f.detail, "the operator's rule 1 (node_fault, GPU gone): NVRM: Xid (PCI:"
                                "0000:3b:00): 79, GPU has fallen off the bus") != NULL);
-        /* Only the job's rule says so: it moves the job, evidence it is not. */
+        /* The job's own rule: the same. */
         s.log_tail = "Xid 13 in my own kernel\n";
         CHECK(health_detect(&s, &f));
         CHECK(f.cls == FAILURE_NODE && f.claimed_by_job);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A failed rank's log matches a failure rule (common/failrules.h): the operator's rules
- * first, then the job's own. A node_fault rule of the operator is evidence against the
- * node; the job's own node_fault rule moves the job off the node but blames it only the
- * way any failure of the job does (health_judge), so no spec can quarantine a node.
- * fatal and retry rules decide the restart (health_decide).
+ * first, then the job's own. A node_fault match moves the job off the node, but the log
+ * is the job's own text (a hostile job can print any vendor's XID line), so it blames
+ * the node only the way any failure of the job does (health_judge: jobs of other users
+ * that ran fine elsewhere failing there too); evidence the job cannot write, the
+ * devices' own health, blames at once (node_check). fatal and retry rules decide the
+ * restart (health_decide).
  */
 #include <stdio.h>
 
@@ -24,7 +26,7 @@ static bool detect(const HealthSeen *s, HealthFinding *f) {
         if (m.rule->action == FAILRULE_NODE_FAULT) {
                 f->reason = END_NODE_FAULT;
                 f->cls = FAILURE_NODE;
-                f->claimed_by_job = !operator;
+                f->claimed_by_job = true; /* whichever rule: the text is the job's */
         } else {
                 f->reason = END_RANK_EXIT;
                 f->cls = FAILURE_JOB;
