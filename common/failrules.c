@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,17 +39,51 @@ void failrules_clear(FailRules *r) {
         *r = (FailRules){0};
 }
 
-/* A back-reference (\1..\9) makes matching exponential in the worst case. */
-static bool pattern_has_backref(const char *p) {
-        for (; *p; p++) {
-                if (*p != '\\')
+/*
+ * Why a pattern could take long to match (see failrules.h), or NULL: a back-reference;
+ * a {m,n} count on a group, over FAILRULE_MAX_COUNT, or more than FAILRULE_MAX_COUNTS
+ * of them. Bracket expressions are skipped whole, escapes one character at a time.
+ */
+static const char *pattern_too_costly(const char *p) {
+        int counts = 0;
+        char prev = '\0';
+        for (; *p; prev = *p, p++) {
+                if (*p == '\\') {
+                        if (p[1] >= '1' && p[1] <= '9')
+                                return "back-references (\\1 to \\9) are not allowed";
+                        if (p[1])
+                                p++;
                         continue;
-                if (p[1] >= '1' && p[1] <= '9')
-                        return true;
-                if (p[1])
-                        p++;
+                }
+                if (*p == '[') {
+                        /* "[]...]" and "[^]...]" hold a literal ']'. */
+                        const char *q = p + 1 + (p[1] == '^');
+                        q += *q == ']';
+                        while (*q && *q != ']')
+                                q++;
+                        if (!*q)
+                                return NULL; /* regcomp reports it */
+                        p = q;
+                        continue;
+                }
+                if (*p != '{')
+                        continue;
+                if (prev == ')')
+                        return "a {m,n} count may not repeat a group";
+                if (++counts > FAILRULE_MAX_COUNTS)
+                        return "at most 4 {m,n} counts";
+                char *end;
+                for (const char *q = p + 1; *q && *q != '}'; q = end) {
+                        long v = strtol(q, &end, 10);
+                        if (end == q) {
+                                end = (char *) q + 1; /* the ',' */
+                                continue;
+                        }
+                        if (v > FAILRULE_MAX_COUNT)
+                                return "{m,n} counts go up to 16";
+                }
         }
-        return false;
+        return NULL;
 }
 
 static int parse_rule(json_t *o, const char *field, FailRule *rule, JsonError *err) {
@@ -65,8 +100,9 @@ static int parse_rule(json_t *o, const char *field, FailRule *rule, JsonError *e
         snprintf(f, sizeof(f), "%spattern", prefix);
         if ((k = json_get_string(o, "pattern", f, true, FAILRULE_MAX_PATTERN, &pattern, err)) < 0)
                 return k;
-        if (pattern_has_backref(pattern))
-                return json_error_set(err, f, "back-references (\\1 to \\9) are not allowed");
+        const char *costly = pattern_too_costly(pattern);
+        if (costly)
+                return json_error_set(err, f, "%s: it could take long to match", costly);
         int rc = regcomp(&rule->re, pattern, REG_EXTENDED | REG_NEWLINE);
         if (rc != 0) {
                 char msg[128];

@@ -4,9 +4,12 @@
  * "retry", "why": text} matched against the tail of a failed rank's log. A job carries
  * its own in its spec (`failure_rules`); the operator keeps a file of the same rules
  * (`axctld --failure-rules FILE`, docs/FAILURE-RULES.md). Patterns are POSIX extended
- * regular expressions without back-references (which would let one pattern take
- * exponential time), matched line by line (REG_NEWLINE) over at most
- * FAILRULES_LOG_TAIL bytes.
+ * regular expressions matched line by line (REG_NEWLINE) over at most
+ * FAILRULES_LOG_TAIL bytes, on the controller's loop: so a pattern may not take long to
+ * match, whatever the text. glibc expands a {m,n} count into copies of what it repeats,
+ * which nesting multiplies (`(a{1,100}){1,100}b` took 5 s on 4 KiB), and back-references
+ * make matching exponential: both are refused, counts are bounded, and a job has few
+ * rules (measured worst case: docs/FAILURE-RULES.md).
  */
 #pragma once
 
@@ -17,9 +20,11 @@
 
 #include "jsonutil.h"
 
-#define FAILRULES_MAX_JOB 32 /* rules in one job spec */
+#define FAILRULES_MAX_JOB 8 /* rules in one job spec */
 #define FAILRULES_MAX_FILE 1024 /* rules in the operator's file */
 #define FAILRULE_MAX_PATTERN 512
+#define FAILRULE_MAX_COUNT 16 /* the largest m or n of a {m,n} count */
+#define FAILRULE_MAX_COUNTS 4 /* {m,n} counts in one pattern */
 #define FAILRULE_MAX_WHY 200
 #define FAILRULES_LOG_TAIL 4096 /* bytes of a failed rank's log the agent sends */
 #define FAILRULES_MAX_FILE_BYTES (1 << 20)

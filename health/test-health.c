@@ -156,6 +156,11 @@ static void test_failure_rules(void) {
                 "[{\"pattern\": \"(a\", \"action\": \"fatal\"}]",
                 "[{\"pattern\": \"(a)\\\\1\", \"action\": \"fatal\"}]",
                 "[{\"pattern\": \"a\", \"action\": \"blame\"}]",
+                /* Patterns that would stall the controller's loop (5 s on 4 KiB). */
+                "[{\"pattern\": \"(a{1,100}){1,100}b\", \"action\": \"fatal\"}]",
+                "[{\"pattern\": \"(a{1,8}){1,8}b\", \"action\": \"fatal\"}]",
+                "[{\"pattern\": \"a{17}\", \"action\": \"fatal\"}]",
+                "[{\"pattern\": \"a{1,}b{2}c{3}d{4}e{5}\", \"action\": \"fatal\"}]",
                 "[{\"pattern\": \"a\", \"action\": \"fatal\", \"extra\": 1}]",
                 "{\"pattern\": \"a\"}",
         };
@@ -167,6 +172,14 @@ static void test_failure_rules(void) {
                 CHECK_INT(r.n, 0);
                 json_decref(j);
         }
+        /* Braces in a bracket expression are characters; small counts are fine. */
+        FailRules fine = {0};
+        j = rules_json("[{\"pattern\": \"[{][]{]x{2,16}y{3}\", \"action\": \"fatal\"}]");
+        CHECK(failrules_parse(j, "failure_rules", FAILRULES_MAX_JOB, &fine, &err) == 0);
+        json_decref(j);
+        FailRuleMatch fm;
+        CHECK(failrules_match(&fine, "{]xxyyy", &fm));
+        failrules_clear(&fine);
         failrules_clear(&ops);
         failrules_clear(&own);
 }

@@ -104,6 +104,12 @@ class VerdictsTest(axtest.ClusterTestCase):
         p = c.cli("submit", "-f", "-", input=json.dumps(bad.spec))
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("failure_rules[].pattern", p.stderr)
+        # So is one that would hold the controller's loop for seconds per failure.
+        slow = c.work_job("slow", spec={"failure_rules": [
+            {"pattern": "(a{1,100}){1,100}b", "action": "fatal"}]})
+        p = c.cli("submit", "-f", "-", input=json.dumps(slow.spec))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("could take long to match", p.stderr)
 
     def test_operator_rules_reload_on_sighup_and_a_bad_file_keeps_them(self):
         c = axtest.Cluster(1, name=self._testMethodName)
