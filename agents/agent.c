@@ -41,7 +41,8 @@
 #define AGENT_DEFAULT_SYNC_PERIOD_MS 1000
 /* The longest long-poll asked for; the controller caps it at 30 s anyway. */
 #define AGENT_MAX_WAIT_MS 10000
-/* Pause before retrying an unreachable or failing controller. */
+/* Pause before retrying an unreachable or failing controller: 125 to 375 ms, spread so
+ * that a fleet does not come back to a restarted controller in step. */
 #define AGENT_RETRY_MS 250
 /* ... and one that refuses our credentials: that takes an operator, not a blip. */
 #define AGENT_RETRY_AUTH_MS 5000
@@ -360,6 +361,13 @@ static size_t agent_response_write(char *data, size_t size, size_t nmemb, void *
         return n;
 }
 
+static int64_t agent_retry_delay_ms(void) {
+        uint16_t r = 0;
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t) sizeof(r))
+                r = (uint16_t) getpid();
+        return AGENT_RETRY_MS / 2 + r % AGENT_RETRY_MS;
+}
+
 /*
  * How long the next sync may be held. News goes out with 0, so that the answer (and
  * the desired state it carries) comes back at once: a report restarting the long-poll
@@ -411,7 +419,7 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         a->easy = curl_easy_init();
         if (!a->easy || !text) {
                 log_error("Cannot prepare a request to the controller");
-                a->retry_at_ms = now + AGENT_RETRY_MS;
+                a->retry_at_ms = now + agent_retry_delay_ms();
                 return;
         }
         curl_easy_setopt(a->easy, CURLOPT_URL, url);
@@ -448,7 +456,7 @@ _printf_(3, 4) static void agent_request_failed(Agent *a, int64_t now, const cha
                 log_warning("%s", msg);
         }
         a->failing = true;
-        a->retry_at_ms = now + AGENT_RETRY_MS;
+        a->retry_at_ms = now + agent_retry_delay_ms();
 }
 
 static void agent_tombstone_add(Agent *a, RankKey key) {

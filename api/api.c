@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <microhttpd.h>
+#include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 
 #include "log.h"
 #include "logproxy.h"
+#include "longpoll.h"
 #include "metrics.h"
 #include "routes.h"
 #include "util.h"
@@ -31,8 +34,13 @@
 extern const char api_openapi_json[];
 
 #define API_MAX_BODY (1024 * 1024)
-#define API_MAX_PER_IP 256
+#define API_FD_RESERVE 256
+/* Per connection: request line, headers and the chunk of a body being read (bodies go
+ * to their own buffer), and the answer's headers. libmicrohttpd clears it for every
+ * connection, so with ten thousand agents its size is CPU and memory. */
+#define API_CONNECTION_MEMORY (16 * 1024)
 #define API_MAX_JSON_DEPTH 32
+#define API_RUNS_PER_TURN 64
 
 typedef struct Request Request;
 
@@ -59,10 +67,11 @@ struct Request {
         bool proxy_suspended; /* waiting for the stream's pipe */
         char *stream_owner; /* whose stream it is: "user NAME", or "address ADDR" */
         Request *stream_prev, *stream_next; /* Api.streams */
-        /* Long-poll of an agent sync. */
-        char *wait_node;
+        /* Long-poll of an agent sync (in Api.polls while held). */
+        LongPoll poll;
+        bool polling;
         uint64_t wait_version;
-        int64_t wait_deadline;
+        /* Suspended until the turn that wrote for it commits (in Api.committing). */
         bool suspended;
         Request *next_waiting;
 };
@@ -73,9 +82,11 @@ struct Api {
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
         int streams_per_user;
-        Request *waiting; /* suspended: for commit or for a node change */
+        Request *committing; /* suspended until their turn commits */
+        LongPolls polls; /* held agent syncs: the LongPoll is a Request's first member */
         Request *streams; /* log streams (suspended while their pipe is empty) */
         int requests; /* in progress: from their first byte to their completion */
+        unsigned max_connections; /* libmicrohttpd's connection limit */
         bool stopping; /* api_shutdown_begin was called */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
@@ -579,17 +590,25 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                  !util_streq_ptr(req->who.node, msg.node)) {
                 request_set_forbidden(req, "sync for another node");
                 wire_sync_clear(&msg);
+        } else if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0) {
+                request_set_ctl_error(req, &err);
+                wire_sync_clear(&msg);
         } else {
-                if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0)
-                        request_set_ctl_error(req, &err);
-                else if (wait_ms > 0 && node->version == (uint64_t) version) {
+                /* The node's agent has one request at a time: one it held before was
+                 * dropped for this one. Answered after this turn's commit, it frees its
+                 * connection now instead of at its deadline. */
+                for (LongPoll *p = longpolls_of_node(&api->polls, node->index); p; p = p->node_next)
+                        longpolls_set_deadline(&api->polls, p, 0);
+                if (wait_ms > 0 && node->version == (uint64_t) version) {
                         /* Held at most one sync period: an answer is the agent's proof of
                          * contact for its lease, and each request is ours for the node's. */
                         int64_t period = ctl_config(api->ctl)->sync_period_ms;
                         wait = true;
-                        req->wait_node = xstrdup(node->name);
+                        req->polling = true;
+                        req->poll.node = node->index;
                         req->wait_version = (uint64_t) version;
-                        req->wait_deadline = util_now_ms() + (wait_ms < period ? wait_ms : period);
+                        req->poll.deadline_ms =
+                                util_now_ms() + (wait_ms < period ? wait_ms : period);
                 } else
                         request_set_answer(req, 200, view_desired(api->ctl, node));
                 wire_sync_clear(&msg);
@@ -781,11 +800,19 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
         return false;
 }
 
+static Request *request_of_poll(LongPoll *p) {
+        return (Request *) ((char *) p - offsetof(Request, poll));
+}
+
 static void request_suspend(Api *api, Request *req, struct MHD_Connection *con) {
         req->connection = con;
         req->suspended = true;
-        req->next_waiting = api->waiting;
-        api->waiting = req;
+        if (req->polling)
+                longpolls_add(&api->polls, &req->poll);
+        else {
+                req->next_waiting = api->committing;
+                api->committing = req;
+        }
         MHD_suspend_connection(con);
 }
 
@@ -913,7 +940,8 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         free(req->body);
         free(req->answer);
         free(req->location_buf);
-        free(req->wait_node);
+        if (req->polling && req->suspended)
+                longpolls_remove(&api->polls, &req->poll);
         free(req->stream_owner);
         token_identity_clear(&req->who);
         if (req->proxy) {
@@ -950,21 +978,24 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
                 histogram_init_latency(&api->latency[r]);
         /*
          * Slow or half-open clients cannot hold the server: idle connections close after
-         * 30 s, one address holds at most API_MAX_PER_IP, and the total stays below the
-         * fd limit so the database and the listening socket always have descriptors.
+         * 30 s. There is no cap per address (a fleet behind NAT is one address) and none
+         * below the descriptor limit (main raises it to the hard limit): each connection
+         * may hold a second descriptor (a log stream's connection to its agent), and
+         * API_FD_RESERVE stay for the database, the journal and the listening socket.
          */
         struct rlimit rl;
-        unsigned limit = 4000;
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-            rl.rlim_cur < limit + 64)
-                limit = rl.rlim_cur > 128 ? (unsigned) rl.rlim_cur - 64 : 64;
+        unsigned limit = 4096;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+                limit = rl.rlim_cur > 2 * API_FD_RESERVE
+                                ? (unsigned) ((rl.rlim_cur - API_FD_RESERVE) / 2)
+                                : API_FD_RESERVE / 2;
+        api->max_connections = limit;
         struct MHD_OptionItem items[] = {
                 {MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL},
                 {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, api},
                 {MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL},
                 {MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
-                {MHD_OPTION_PER_IP_CONNECTION_LIMIT, API_MAX_PER_IP, NULL},
-                {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL},
+                {MHD_OPTION_CONNECTION_MEMORY_LIMIT, API_CONNECTION_MEMORY, NULL},
                 {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t) on_mhd_log, NULL},
                 {MHD_OPTION_END, 0, NULL}, /* TLS options go here */
                 {MHD_OPTION_END, 0, NULL},
@@ -994,9 +1025,16 @@ Api *api_free(Api *api) {
                 return NULL;
         /* Suspended connections must be resumed before the daemon can stop (it aborts
          * otherwise): long-polls, and log streams waiting for their agent. */
-        for (Request *r = api->waiting; r; r = r->next_waiting)
+        for (Request *r = api->committing; r; r = r->next_waiting)
                 MHD_resume_connection(r->connection);
-        api->waiting = NULL;
+        api->committing = NULL;
+        for (LongPoll *p; (p = longpolls_earliest(&api->polls));) {
+                Request *r = request_of_poll(p);
+                longpolls_remove(&api->polls, p);
+                r->suspended = false;
+                MHD_resume_connection(r->connection);
+        }
+        longpolls_clear(&api->polls);
         for (Request *r = api->streams; r; r = r->stream_next)
                 if (r->proxy_suspended) {
                         r->proxy_suspended = false;
@@ -1041,7 +1079,17 @@ int api_fd(Api *api) {
 }
 
 void api_run(Api *api) {
-        MHD_run(api->mhd);
+        /*
+         * libmicrohttpd accepts at most a few connections per run: after a restart, or
+         * under a wave of agents' news, run again while it has work, so a turn (and its
+         * one commit) serves them all; bounded, so that timers are not starved.
+         */
+        struct pollfd pfd = {.fd = api_fd(api), .events = POLLIN};
+        for (int i = 0; i < API_RUNS_PER_TURN; i++) {
+                MHD_run(api->mhd);
+                if (pfd.fd < 0 || poll(&pfd, 1, 0) <= 0)
+                        break;
+        }
 }
 
 int64_t api_timeout_ms(Api *api) {
@@ -1049,42 +1097,68 @@ int64_t api_timeout_ms(Api *api) {
         int64_t timeout = -1;
         if (MHD_get_timeout(api->mhd, &t) == MHD_YES)
                 timeout = (int64_t) t;
-        int64_t now = util_now_ms();
-        for (Request *r = api->waiting; r; r = r->next_waiting)
-                if (r->wait_node) {
-                        int64_t left = r->wait_deadline > now ? r->wait_deadline - now : 0;
-                        if (timeout < 0 || left < timeout)
-                                timeout = left;
-                }
+        LongPoll *p = longpolls_earliest(&api->polls);
+        if (p) {
+                int64_t now = util_now_ms();
+                int64_t left = p->deadline_ms > now ? p->deadline_ms - now : 0;
+                if (timeout < 0 || left < timeout)
+                        timeout = left;
+        }
         return timeout;
 }
 
+/* Answers a held sync: the node's desired state, or why the controller cannot. */
+static void poll_answer(Api *api, Request *r, const char *failure) {
+        longpolls_remove(&api->polls, &r->poll);
+        r->suspended = false;
+        int n;
+        Node **nodes = ctl_nodes(api->ctl, &n);
+        if (failure)
+                request_set_unavailable(r, failure); /* its turn did not commit */
+        else if (r->poll.node < n)
+                request_set_answer(r, 200, view_desired(api->ctl, nodes[r->poll.node]));
+        else
+                request_set_error(r, 404, "unknown_node", NULL, "node is gone");
+        MHD_resume_connection(r->connection);
+}
+
+/*
+ * After a commit: the requests that waited for it, the held syncs of the nodes whose
+ * desired state changed, and those whose time is up; the work follows what changed.
+ */
 void api_after_commit(Api *api) {
-        int64_t now = util_now_ms();
-        bool resumed = false;
         const char *failure = ctl_failure(api->ctl);
-        Request **p = &api->waiting;
-        while (*p) {
-                Request *r = *p;
-                if (failure)
-                        request_set_unavailable(r, failure); /* its turn did not commit */
-                else if (r->wait_node) {
-                        Node *node = ctl_node_find(api->ctl, r->wait_node);
-                        if (node && node->version == r->wait_version && now < r->wait_deadline &&
-                            !api->stopping) {
-                                p = &r->next_waiting;
-                                continue;
+        bool resumed =
+                api->committing || (longpolls_earliest(&api->polls) && (failure || api->stopping));
+        int n_changed;
+        Node **changed = ctl_take_changed_nodes(api->ctl, &n_changed);
+        if (failure || api->stopping) {
+                for (LongPoll *p; (p = longpolls_earliest(&api->polls));)
+                        poll_answer(api, request_of_poll(p), failure);
+        }
+        for (int i = 0; i < n_changed; i++) {
+                LongPoll *next;
+                for (LongPoll *p = longpolls_of_node(&api->polls, changed[i]->index); p; p = next) {
+                        next = p->node_next;
+                        if (request_of_poll(p)->wait_version != changed[i]->version) {
+                                poll_answer(api, request_of_poll(p), NULL);
+                                resumed = true;
                         }
-                        if (node)
-                                request_set_answer(r, 200, view_desired(api->ctl, node));
-                        else
-                                request_set_error(r, 404, "unknown_node", NULL, "node is gone");
                 }
-                *p = r->next_waiting;
-                r->suspended = false;
-                MHD_resume_connection(r->connection);
+        }
+        int64_t now = util_now_ms();
+        for (LongPoll *p; (p = longpolls_earliest(&api->polls)) && p->deadline_ms <= now;) {
+                poll_answer(api, request_of_poll(p), NULL);
                 resumed = true;
         }
+        for (Request *r = api->committing, *next; r; r = next) {
+                next = r->next_waiting;
+                if (failure)
+                        request_set_unavailable(r, failure); /* its turn did not commit */
+                r->suspended = false;
+                MHD_resume_connection(r->connection);
+        }
+        api->committing = NULL;
         /* Send the answers now rather than on the next wake-up. */
         if (resumed)
                 MHD_run(api->mhd);

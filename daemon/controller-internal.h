@@ -22,6 +22,7 @@ struct Controller {
         char failure[320]; /* set when a turn failed: the controller stops */
         FailRules failure_rules; /* the operator's (--failure-rules) */
         int64_t next_file_check_ms; /* when an idle controller looks at its database file */
+        int64_t sched_interval_ms; /* least time between scheduling passes (controller.c) */
         /* For /metrics. */
         uint64_t restarts_by_reason[_END_REASON_MAX];
         Histogram recovery; /* failure detected -> every rank of the next attempt running */

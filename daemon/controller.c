@@ -22,9 +22,15 @@
 
 /*
  * Under a burst of submits every loop turn would run a pass over all pending jobs; at
- * most one pass per this interval keeps the cost per submit constant.
+ * most one pass per this interval keeps the cost per submit constant. On a large fleet,
+ * where a pass over the nodes and the queue takes milliseconds and every rank exit asks
+ * for one, passes are also spaced by SCHED_PASS_SPACING times the last one's duration
+ * (up to SCHED_MAX_INTERVAL_MS): scheduling takes at most about a fifth of the loop,
+ * and one pass places what many exits freed.
  */
 #define SCHED_MIN_INTERVAL_MS 5
+#define SCHED_MAX_INTERVAL_MS 250
+#define SCHED_PASS_SPACING 4
 /* How often an idle controller checks that its database file is still in place. */
 #define CTL_FILE_CHECK_MS 1000
 
@@ -47,6 +53,7 @@ int ctl_new(const CtlConfig *config, Controller **ret) {
         ctl->turn.strict = config->strict_transitions;
         ctl->turn.effects = TURN_SCHEDULE | TURN_SCHEDULE_FULL | TURN_SWEEP;
         ctl->sched.next_restart_ms = util_now_ms();
+        ctl->sched_interval_ms = SCHED_MIN_INTERVAL_MS;
         *ret = ctl;
         return 0;
 }
@@ -90,11 +97,9 @@ int64_t ctl_next_deadline_ms(Controller *ctl) {
         int64_t next = util_now_ms() + 1000;
         if (ctl_failure(ctl))
                 return next; /* stopping: nothing is due */
-        for (int i = 0; i < ctl->model.n_nodes; i++) {
-                Node *n = ctl->model.nodes[i];
-                if (n->state == NODE_DOWN)
-                        continue;
-                int64_t t = n->last_sync_mono + ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1;
+        Node *oldest = model_lease_oldest(&ctl->model);
+        if (oldest) {
+                int64_t t = oldest->last_sync_mono + ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1;
                 if (t < next)
                         next = t;
         }
@@ -103,7 +108,7 @@ int64_t ctl_next_deadline_ms(Controller *ctl) {
         if (ctl->next_file_check_ms < next)
                 next = ctl->next_file_check_ms;
         if (ctl->turn.effects & TURN_SCHEDULE) {
-                int64_t t = ctl->sched.last_pass_ms + SCHED_MIN_INTERVAL_MS;
+                int64_t t = ctl->sched.last_pass_ms + ctl->sched_interval_ms;
                 if (t < next)
                         next = t;
         }
@@ -162,7 +167,7 @@ static double seconds_since(const struct timespec *a) {
 static void ctl_schedule(Controller *ctl) {
         Turn *t = &ctl->turn;
         if (!(t->effects & TURN_SCHEDULE) ||
-            util_now_ms() - ctl->sched.last_pass_ms < SCHED_MIN_INTERVAL_MS)
+            util_now_ms() - ctl->sched.last_pass_ms < ctl->sched_interval_ms)
                 return;
         struct timespec start;
         clock_gettime(CLOCK_MONOTONIC, &start);
@@ -183,7 +188,12 @@ static void ctl_schedule(Controller *ctl) {
                 }
                 sched_result_clear(&res);
         }
-        histogram_observe(&ctl->sched_pass, seconds_since(&start));
+        double took_s = seconds_since(&start);
+        histogram_observe(&ctl->sched_pass, took_s);
+        int64_t spacing = (int64_t) (took_s * 1000.0 * SCHED_PASS_SPACING);
+        ctl->sched_interval_ms = spacing < SCHED_MIN_INTERVAL_MS   ? SCHED_MIN_INTERVAL_MS
+                                 : spacing > SCHED_MAX_INTERVAL_MS ? SCHED_MAX_INTERVAL_MS
+                                                                   : spacing;
 }
 
 int ctl_end_turn(Controller *ctl) {

@@ -89,6 +89,9 @@ int ctl_events_list(Controller *ctl, int64_t job, int64_t after, int limit, Stor
 
 /* Nodes. */
 Node *ctl_node_find(Controller *ctl, const char *name);
+/* The nodes whose desired state changed since the last call, for the long-polls to
+ * answer (the array is valid until the controller runs again). */
+Node **ctl_take_changed_nodes(Controller *ctl, int *ret_n);
 Node **ctl_nodes(Controller *ctl, int *ret_n);
 int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node, CtlError *err);
 /* Applies an agent's report; *ret_node set on success. applied_version: the desired

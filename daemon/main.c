@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
@@ -28,6 +29,10 @@
 #include "log.h"
 #include "tokens.h"
 #include "util.h"
+
+/* A restarted controller meets every agent at once; the kernel caps this at
+ * net.core.somaxconn (4096 by default). */
+#define LISTEN_BACKLOG 65535
 
 #define DEFAULT_CONFIG "/etc/axctl/axctld.conf"
 
@@ -291,6 +296,20 @@ static void notify_status(Controller *ctl, const char *where, const char *prefix
 }
 
 /* Binds host:port and listens; returns the fd or -errno. */
+/*
+ * Every agent holds a connection, two while it reports news over a held long-poll: the
+ * descriptor limit, not a constant, bounds the fleet. The soft limit goes up to the
+ * hard one (the unit sets LimitNOFILE).
+ */
+static void raise_fd_limit(void) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warning("cannot raise the descriptor limit: %s", strerror(errno));
+}
+
 static int listen_on(const char *address, int *ret_port) {
         _cleanup_free_ char *copy = xstrdup(address);
         char *colon = strrchr(copy, ':');
@@ -317,7 +336,7 @@ static int listen_on(const char *address, int *ret_port) {
                         continue;
                 int one = 1;
                 setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-                if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 1024) == 0) {
+                if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, LISTEN_BACKLOG) == 0) {
                         r = 0;
                         break;
                 }
@@ -456,6 +475,7 @@ int main(int argc, char **argv) {
                 ctl_free(ctl);
                 return 2;
         }
+        raise_fd_limit();
         ApiOptions api_opts = {.auth = settings.auth,
                                .tls_cert_pem = cert_pem,
                                .tls_key_pem = key_pem,

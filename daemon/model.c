@@ -90,6 +90,34 @@ void model_active_prune(Model *m) {
         m->n_active = w;
 }
 
+void model_node_lease_drop(Model *m, Node *node) {
+        if (!node->in_lease)
+                return;
+        if (node->lease_prev)
+                node->lease_prev->lease_next = node->lease_next;
+        else
+                m->lease_head = node->lease_next;
+        if (node->lease_next)
+                node->lease_next->lease_prev = node->lease_prev;
+        else
+                m->lease_tail = node->lease_prev;
+        node->lease_prev = node->lease_next = NULL;
+        node->in_lease = false;
+}
+
+void model_node_touch(Model *m, Node *node, int64_t now_ms) {
+        /* The monotonic clock keeps the list in order: the newest contact is the tail. */
+        model_node_lease_drop(m, node);
+        node->last_sync_mono = now_ms;
+        node->lease_prev = m->lease_tail;
+        if (m->lease_tail)
+                m->lease_tail->lease_next = node;
+        else
+                m->lease_head = node;
+        m->lease_tail = node;
+        node->in_lease = true;
+}
+
 void model_node_add(Model *m, Node *node) {
         GROW(m->nodes, m->n_nodes, m->cap_nodes);
         node->index = m->n_nodes;

@@ -115,9 +115,12 @@ struct Node {
         int64_t memory_mb;
         NodeDevice *devices;
         int n_devices;
-        int64_t last_sync_mono; /* liveness: never persisted */
+        int64_t last_sync_mono; /* liveness: never persisted (set by model_node_touch) */
+        Node *lease_prev, *lease_next; /* Model's lease list */
+        bool in_lease;
         int64_t last_seen_ms; /* wall, persisted on transitions only */
         uint64_t version; /* of its desired state */
+        bool changed; /* listed in the turn's changed nodes (transition.c) */
         bool connected; /* registered or synced since this controller started */
         /* What alive ranks hold, kept up to date as ranks start and die. */
         int used_cpus;
@@ -163,6 +166,9 @@ typedef struct Model {
         StrMap *node_index; /* name -> Node */
         Node **nodes; /* never removed; Node.index is the position */
         int n_nodes, cap_nodes;
+        /* Nodes whose lease runs, oldest contact first: a touch moves a node to the tail,
+         * so only the head can have run out, and a turn looks at no other. */
+        Node *lease_head, *lease_tail;
         int64_t next_job_id;
 } Model;
 
@@ -178,6 +184,14 @@ void model_active_add(Model *m, Job *job);
 /* Drops jobs that are over and hold nothing from the active list. */
 void model_active_prune(Model *m);
 void model_node_add(Model *m, Node *node);
+/* Contact from the node's agent at now_ms (monotonic): its lease starts again. */
+void model_node_touch(Model *m, Node *node, int64_t now_ms);
+/* Its lease is over (the node was declared lost): off the lease list until a touch. */
+void model_node_lease_drop(Model *m, Node *node);
+/* The node with the oldest contact whose lease runs, or NULL. */
+static inline Node *model_lease_oldest(const Model *m) {
+        return m->lease_head;
+}
 
 /* Adds (delta 1) or takes back (delta -1) what rank r of job holds on node. */
 void model_node_hold(Node *node, Job *job, const Rank *r, int delta);

@@ -20,6 +20,10 @@ Node *ctl_node_find(Controller *ctl, const char *name) {
         return model_node_find(&ctl->model, name);
 }
 
+Node **ctl_take_changed_nodes(Controller *ctl, int *ret_n) {
+        return turn_take_changed_nodes(&ctl->turn, ret_n);
+}
+
 Node **ctl_nodes(Controller *ctl, int *ret_n) {
         *ret_n = ctl->model.n_nodes;
         return ctl->model.nodes;
@@ -122,7 +126,7 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         node->labels = msg->labels ? json_deep_copy(msg->labels) : json_object();
         model_node_set_inventory(node, msg->inventory);
         model_node_recount(&ctl->model, node);
-        node->last_sync_mono = util_now_ms();
+        model_node_touch(&ctl->model, node, util_now_ms());
         node->last_seen_ms = util_wall_ms();
         node->connected = true;
         tr_node_bump(t, node);
@@ -310,13 +314,30 @@ static void ranks_missing(Controller *ctl, Node *node, const WireSync *msg,
         free(node_jobs);
 }
 
+/*
+ * Whether a sync to a restarted controller comes from the very agent the database
+ * names for the node, on the same boot: its inventory and address are then the stored
+ * ones (an agent registers whenever it starts), and it may go on without registering.
+ */
+static bool node_resumes(const Node *node, const WireSync *msg) {
+        return node->agent_id && msg->agent_id && strcmp(node->agent_id, msg->agent_id) == 0 &&
+               node->boot_id && msg->boot_id && strcmp(node->boot_id, msg->boot_id) == 0;
+}
+
 int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version, Node **ret_node,
                   CtlError *err) {
         Turn *t = &ctl->turn;
         Node *node = ctl_node_find(ctl, msg->node);
+        if (node && !node->connected && node_resumes(node, msg)) {
+                /* Known from the database and the agent it had: carry on without a
+                 * registration, so a restarted controller sees no storm of them. */
+                node->connected = true;
+                log_info("node %s: agent %s synced again after the controller restarted",
+                         node->name, node->agent_id);
+        }
         if (!node || !node->connected) {
-                /* Unknown, or known only from the database: the agent must register again
-                 * so we learn its inventory and address from itself. */
+                /* Unknown, or known only from the database with another agent: it must
+                 * register so we learn its inventory and address from itself. */
                 ctl_error_set(err, CTL_ERR_UNKNOWN_NODE, NULL, "node %s is not registered",
                               msg->node);
                 return -ENOENT;
@@ -331,7 +352,7 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
                               node->name);
                 return -ESTALE;
         }
-        node->last_sync_mono = util_now_ms();
+        model_node_touch(&ctl->model, node, util_now_ms());
         node->last_seen_ms = util_wall_ms();
         if (node->state == NODE_DOWN)
                 tr_node(t, node, NODE_READY, "syncing again");
@@ -413,8 +434,11 @@ void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void
 }
 
 void nodes_tick(Controller *ctl, int64_t now_ms) {
-        for (int i = 0; i < ctl->model.n_nodes; i++) {
-                Node *n = ctl->model.nodes[i];
+        /* Oldest contact first: the first node whose lease still runs ends the walk. */
+        for (Node *n;
+             (n = model_lease_oldest(&ctl->model)) &&
+             health_node_lost(n->last_sync_mono, now_ms, ctl->cfg.lease_ms, ctl->cfg.grace_ms);) {
+                model_node_lease_drop(&ctl->model, n);
                 if (n->state == NODE_DOWN)
                         continue;
                 HealthSeen seen = {.kind = HEALTH_SEEN_SILENCE,

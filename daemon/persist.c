@@ -254,9 +254,10 @@ static int load_node(void *ud, const StoreNode *sn) {
                 node->blame_times[node->n_blame++] = json_integer_value(json_array_get(blames, i));
         json_decref(blames);
         /* A fresh lease to reconnect in; versions restart above any the agents saw. */
-        node->last_sync_mono = util_now_ms();
         node->version = (uint64_t) util_wall_ms() * 1000;
         model_node_add(m, node);
+        if (node->state != NODE_DOWN)
+                model_node_touch(m, node, util_now_ms());
         return 0;
 }
 

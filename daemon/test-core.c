@@ -539,6 +539,35 @@ static void test_killed_mid_turn(void) {
         ctl_free(ctl);
 }
 
+/* A restarted controller: the agent its database names for a node goes on syncing
+ * without registering (no storm of registrations), with a fresh lease; an agent with
+ * another identity or on another boot must register. Lease deadlines follow contact. */
+static void test_restart_keeps_nodes(void) {
+        Controller *ctl = controller("resume");
+        node_register(ctl, "n1");
+        node_register(ctl, "n2");
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+        ctl = controller("resume");
+        CHECK(model_lease_oldest(&ctl->model) != NULL); /* stored nodes got a lease */
+        Node *n1 = ctl_node_find(ctl, "n1"), *ret = NULL;
+        CtlError err = {0};
+        WireSync same = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1", .healthy = true};
+        CHECK(ctl_node_sync(ctl, &same, 0, &ret, &err) == 0);
+        CHECK(ret == n1 && n1->connected);
+        CHECK(model_lease_oldest(&ctl->model) == ctl_node_find(ctl, "n2")); /* n1 touched */
+        WireSync other = {
+                .node = "n2", .boot_id = "boot-1", .agent_id = "agent-2", .healthy = true};
+        CHECK(ctl_node_sync(ctl, &other, 0, &ret, &err) == -ENOENT);
+        CHECK_INT(err.code, CTL_ERR_UNKNOWN_NODE);
+        WireSync rebooted = {
+                .node = "n2", .boot_id = "boot-2", .agent_id = "agent-1", .healthy = true};
+        CHECK(ctl_node_sync(ctl, &rebooted, 0, &ret, &err) == -ENOENT);
+        CHECK(!ctl_node_find(ctl, "n2")->connected);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+}
+
 int main(void) {
         tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
@@ -548,6 +577,7 @@ int main(void) {
         test_hostile_node();
         test_killed_mid_turn();
         test_start_timeout_and_restart();
+        test_restart_keeps_nodes();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);
         printf("core: ok\n");

@@ -81,8 +81,11 @@ void turn_init(Turn *t, Store *store, Model *model) {
 void turn_clear(Turn *t) {
         free(t->dirty_jobs);
         free(t->dirty_nodes);
+        free(t->changed_nodes);
         t->dirty_jobs = NULL;
         t->dirty_nodes = NULL;
+        t->changed_nodes = NULL;
+        t->n_changed_nodes = t->cap_changed_nodes = 0;
         t->n_dirty_jobs = t->cap_dirty_jobs = t->n_dirty_nodes = t->cap_dirty_nodes = 0;
 }
 
@@ -298,6 +301,23 @@ bool tr_node(Turn *t, Node *node, NodeState to, const char *reason) {
 
 void tr_node_bump(Turn *t, Node *node) {
         node->version++;
+        if (node->changed)
+                return;
+        node->changed = true;
+        if (t->n_changed_nodes == t->cap_changed_nodes) {
+                t->cap_changed_nodes = t->cap_changed_nodes ? t->cap_changed_nodes * 2 : 64;
+                t->changed_nodes =
+                        xrealloc(t->changed_nodes, (size_t) t->cap_changed_nodes * sizeof(Node *));
+        }
+        t->changed_nodes[t->n_changed_nodes++] = node;
+}
+
+Node **turn_take_changed_nodes(Turn *t, int *ret_n) {
+        *ret_n = t->n_changed_nodes;
+        for (int i = 0; i < t->n_changed_nodes; i++)
+                t->changed_nodes[i]->changed = false;
+        t->n_changed_nodes = 0;
+        return t->changed_nodes;
 }
 
 bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_of) {

@@ -36,6 +36,10 @@ typedef struct Turn {
         int n_dirty_jobs, cap_dirty_jobs;
         Node **dirty_nodes;
         int n_dirty_nodes, cap_dirty_nodes;
+        /* Nodes whose desired state changed since the API last took them: only their
+         * long-polls are answered early (Node.changed marks members). */
+        Node **changed_nodes;
+        int n_changed_nodes, cap_changed_nodes;
         bool strict; /* an illegal transition aborts */
         uint64_t n_illegal; /* illegal transitions refused */
 } Turn;
@@ -53,6 +57,8 @@ void turn_event(Turn *t, int64_t job, const char *node, const char *kind, const 
         __attribute__((format(printf, 5, 6)));
 /* Returns the effects among mask and clears them. */
 unsigned turn_take_effects(Turn *t, unsigned mask);
+/* The nodes whose version grew since the last call (valid until the next bump). */
+Node **turn_take_changed_nodes(Turn *t, int *ret_n);
 
 /* A job enters the model pending, a node ready: their first states, marked dirty. */
 void tr_job_created(Turn *t, Job *job);

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Fleet bench: a real axctld against N simulated agents (fleetsim), see README.md.
+
+    bench/fleet/fleet.py --nodes 1000 --seconds 60 [--restart-at 40] [--build build]
+
+Prints one JSON line per run with the simulator's figures plus the controller's CPU
+(share of one core over the steady window), its RSS, nodes declared lost, and, with
+--restart-at, how long a SIGKILLed controller took to serve again.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+def get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def start_controller(args, db, port):
+    argv = [os.path.join(args.build, "axctld"), "--listen", "127.0.0.1:%d" % port,
+            "--db", db, "--lease-ms", str(args.lease_ms), "--grace-ms", str(args.grace_ms)]
+    argv += args.axctld_arg
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(db + ".log", "ab"))
+    line = proc.stdout.readline().decode()
+    m = re.search(r"listening on http://[^:]+:(\d+)", line)
+    if not m:
+        sys.exit("axctld did not start: %r (see %s.log)" % (line, db))
+    return proc, int(m.group(1))
+
+
+def wait_serving(url, deadline):
+    while time.monotonic() < deadline:
+        try:
+            get(url + "/healthz", timeout=0.5)
+            return True
+        except Exception:
+            time.sleep(0.01)
+    return False
+
+
+def node_lost_total(url):
+    text = get(url + "/metrics")
+    m = re.search(r'axctl_restarts_total\{reason="node_lost"\} (\d+)', text)
+    return int(m.group(1)) if m else 0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--seconds", type=int, default=60)
+    p.add_argument("--warmup", type=int, default=20, help="seconds before CPU is measured")
+    p.add_argument("--backlog", type=int, default=2000)
+    p.add_argument("--rank-min-s", type=float, default=30)
+    p.add_argument("--rank-max-s", type=float, default=60)
+    p.add_argument("--ramp-per-s", type=int, default=2000)
+    p.add_argument("--lease-ms", type=int, default=5000)
+    p.add_argument("--grace-ms", type=int, default=1000)
+    p.add_argument("--restart-at", type=float, default=0,
+                   help="SIGKILL and restart the controller this many seconds in")
+    p.add_argument("--db", help="use (and keep) this database instead of a fresh one")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--axctld-arg", action="append", default=[])
+    args = p.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="axfleet-")
+    db = args.db or os.path.join(tmp, "state.db")
+    ctl, port = start_controller(args, db, 0)
+    url = "http://127.0.0.1:%d" % port
+    sim = subprocess.Popen([os.path.join(args.build, "bench", "fleetsim"), "--url", url,
+                            "--nodes", str(args.nodes), "--seconds", str(args.seconds),
+                            "--backlog", str(args.backlog), "--rank-min-s", str(args.rank_min_s),
+                            "--rank-max-s", str(args.rank_max_s),
+                            "--ramp-per-s", str(args.ramp_per_s),
+                            "--lease-ms", str(args.lease_ms), "--warmup-s", str(args.warmup)],
+                           stdout=subprocess.PIPE)
+    t0 = time.monotonic()
+    out = {}
+    time.sleep(args.warmup)
+    cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
+    lost_before = node_lost_total(url)
+    if args.restart_at:
+        time.sleep(max(0, args.restart_at - (time.monotonic() - t0)))
+        ctl.send_signal(signal.SIGKILL)
+        ctl.wait()
+        k = time.monotonic()
+        ctl, _ = start_controller(args, db, port)
+        wait_serving(url, k + 30)
+        out["restart_serving_s"] = round(time.monotonic() - k, 3)
+        cpu0, w0, lost_before = 0.0, k, 0
+    remaining = args.seconds - (time.monotonic() - t0) - 1
+    if remaining > 0:
+        time.sleep(remaining)
+    cpu1, w1 = cpu_seconds(ctl.pid), time.monotonic()
+    out["controller_cpu"] = round((cpu1 - cpu0) / (w1 - w0), 3)
+    out["controller_rss_mb"] = round(rss_mb(ctl.pid), 1)
+    out["node_lost_restarts"] = node_lost_total(url) - lost_before
+    m = re.search(r'axctl_nodes\{state="down"\} (\d+)', get(url + "/metrics"))
+    out["nodes_down"] = int(m.group(1)) if m else 0
+    health = json.loads(get(url + "/healthz"))
+    out["ready_nodes"] = health.get("ready_nodes")
+    simout = sim.communicate(timeout=60)[0].decode()
+    out.update(json.loads(simout))
+    ctl.send_signal(signal.SIGTERM)
+    ctl.wait(timeout=30)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

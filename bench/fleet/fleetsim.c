@@ -1,0 +1,640 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A fleet of simulated agents in one process, driving a real axctld over loopback
+ * (bench/fleet/README.md). Each agent speaks the agent protocol as axagent does: it
+ * registers, then keeps one sync in flight, long-polled while it has no news; news (a
+ * rank that ended) drops the held poll and goes out at once with wait_ms=0 on a new
+ * connection. Ranks "run" for a random time and exit 0. A submitter keeps a backlog of
+ * 8-rank jobs waiting. Agents that hear nothing for a lease fence their ranks, as the
+ * real supervisors do, and are counted.
+ *
+ *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
+ *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
+ *
+ * Prints one JSON object of figures on stdout when done (or on SIGINT/SIGTERM).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 16
+#define GPUS 8
+#define RETRY_MS 250
+#define SUBMITTERS 4
+
+typedef struct SimRank {
+        int64_t job;
+        int attempt, rank;
+        int64_t end_ms; /* when it exits on its own */
+        bool exited;
+        int exit_code, signal;
+} SimRank;
+
+typedef enum Kind {
+        KIND_AGENT,
+        KIND_SUBMIT
+} Kind;
+
+typedef struct Conn {
+        Kind kind;
+        int idx;
+        int fd;
+        bool connected;
+        char *out;
+        size_t out_len, out_off;
+        char *in;
+        size_t in_len, in_cap;
+        int64_t sent_ms; /* wall of this request's send, for its latency */
+        int64_t wait_ms; /* the long-poll asked for */
+        bool urgent; /* carries an exited rank */
+        bool busy;
+} Conn;
+
+typedef struct Agent {
+        char name[48], agent_id[40], boot_id[40];
+        Conn c;
+        bool registered;
+        int64_t version;
+        int64_t last_answer_ms; /* send time of the last answered request: the lease start */
+        int64_t retry_at_ms;
+        int64_t next_end_ms;
+        bool dirty;
+        SimRank ranks[MAX_RANKS];
+        int n_ranks;
+} Agent;
+
+static struct {
+        const char *host;
+        int port;
+        int nodes;
+        int seconds;
+        int backlog;
+        int rank_min_ms, rank_max_ms;
+        int ramp_per_s;
+        const char *prefix;
+        int lease_ms;
+        int warmup_s; /* figures count from then on */
+} opt = {.warmup_s = 20,
+         .nodes = 100,
+         .seconds = 60,
+         .backlog = 200,
+         .rank_min_ms = 30000,
+         .rank_max_ms = 60000,
+         .ramp_per_s = 2000,
+         .prefix = "sim",
+         .lease_ms = 5000};
+
+static int ep;
+static Agent *agents;
+static Conn submitters[SUBMITTERS];
+static volatile sig_atomic_t stop;
+
+/* Figures. */
+static double *exit_lat;
+static size_t n_exit_lat, cap_exit_lat;
+static long n_syncs, n_registers, n_connect_fail, n_http_errors, n_404, n_409, n_fences,
+        n_rank_starts, n_rank_exits, n_submits, n_submit_fail;
+static long status_counts[6];
+static int64_t max_silence_ms;
+static int64_t measure_from_ms;
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static double now_ms_f(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1e6;
+}
+
+static void conn_close(Conn *c) {
+        if (c->fd >= 0) {
+                epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+                close(c->fd);
+        }
+        c->fd = -1;
+        c->connected = false;
+        c->busy = false;
+        c->in_len = 0;
+        free(c->out);
+        c->out = NULL;
+}
+
+static int conn_open(Conn *c) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t) opt.port)};
+        inet_pton(AF_INET, opt.host, &sa.sin_addr);
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+                int e = errno;
+                close(fd);
+                return -e;
+        }
+        c->fd = fd;
+        c->connected = false;
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+        return 0;
+}
+
+/* Queues a request on c (reusing its connection when it is open). */
+static int conn_request(Conn *c, const char *path, const char *body) {
+        size_t blen = strlen(body);
+        free(c->out);
+        c->out_len = (size_t) asprintf(&c->out,
+                                       "POST %s HTTP/1.1\r\nHost: %s:%d\r\n"
+                                       "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                                       "\r\n%s",
+                                       path, opt.host, opt.port, blen, body);
+        c->out_off = 0;
+        c->in_len = 0;
+        c->busy = true;
+        c->sent_ms = now_ms();
+        if (c->fd < 0) {
+                int r = conn_open(c);
+                if (r < 0) {
+                        c->busy = false;
+                        return r;
+                }
+        } else {
+                struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+                epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+        }
+        return 0;
+}
+
+static void agent_init(Agent *a, int i) {
+        snprintf(a->name, sizeof(a->name), "%s%05d", opt.prefix, i);
+        snprintf(a->agent_id, sizeof(a->agent_id), "%08x%08x%08x%08x", (unsigned) rand(),
+                 (unsigned) rand(), (unsigned) i, (unsigned) getpid());
+        snprintf(a->boot_id, sizeof(a->boot_id), "boot-%s", opt.prefix);
+        a->c = (Conn){.kind = KIND_AGENT, .idx = i, .fd = -1};
+        a->next_end_ms = INT64_MAX;
+}
+
+static void agent_send(Agent *a) {
+        json_t *body;
+        char path[128];
+        if (!a->registered) {
+                json_t *acc = json_array();
+                for (int d = 0; d < GPUS; d++) {
+                        char bus[32], uuid[64];
+                        snprintf(bus, sizeof(bus), "0000:%02x:00.0", 0x10 + d);
+                        snprintf(uuid, sizeof(uuid), "GPU-%s-%d", a->name, d);
+                        json_array_append_new(
+                                acc, json_pack("{s:s,s:s,s:i,s:s,s:i,s:s}", "kind", "nvidia-h100",
+                                               "model", "H100 SXM5 80GB", "index", d, "pci_bus_id",
+                                               bus, "numa_node", d / 4, "uuid", uuid));
+                }
+                body = json_pack("{s:s,s:s,s:s,s:s,s:s,s:{},s:{s:i,s:i,s:i,s:o}}", "node", a->name,
+                                 "hostname", a->name, "address", "127.0.0.1:9", "boot_id",
+                                 a->boot_id, "agent_id", a->agent_id, "labels", "inventory", "cpus",
+                                 96, "memory_mb", 1024 * 1024, "numa_nodes", 2, "accelerators",
+                                 acc);
+                snprintf(path, sizeof(path), "/v1/agent/register");
+                a->c.wait_ms = 0;
+                a->c.urgent = false;
+        } else {
+                json_t *ranks = json_array();
+                bool urgent = false;
+                for (int i = 0; i < a->n_ranks; i++) {
+                        SimRank *r = &a->ranks[i];
+                        json_t *o = json_pack("{s:I,s:i,s:i,s:s,s:i,s:I}", "job",
+                                              (json_int_t) r->job, "attempt", r->attempt, "rank",
+                                              r->rank, "state", r->exited ? "exited" : "running",
+                                              "pid", 1000 + i, "step", (json_int_t) 1);
+                        if (r->exited) {
+                                urgent = true;
+                                if (r->signal)
+                                        json_object_set_new(o, "signal", json_integer(r->signal));
+                                else
+                                        json_object_set_new(o, "exit_code",
+                                                            json_integer(r->exit_code));
+                        }
+                        json_array_append_new(ranks, o);
+                }
+                body = json_pack("{s:s,s:s,s:s,s:o,s:[],s:{s:b,s:s}}", "node", a->name, "boot_id",
+                                 a->boot_id, "agent_id", a->agent_id, "ranks", ranks, "checkpoints",
+                                 "health", "healthy", 1, "reason", "");
+                a->c.wait_ms = a->dirty ? 0 : 1000;
+                a->c.urgent = urgent && a->dirty;
+                snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld",
+                         (long long) a->c.wait_ms, (long long) a->version);
+        }
+        char *text = json_dumps(body, JSON_COMPACT);
+        json_decref(body);
+        a->dirty = false;
+        if (conn_request(&a->c, path, text) < 0) {
+                n_connect_fail++;
+                a->retry_at_ms = now_ms() + RETRY_MS;
+        }
+        free(text);
+}
+
+static void agent_recompute_end(Agent *a) {
+        a->next_end_ms = INT64_MAX;
+        for (int i = 0; i < a->n_ranks; i++)
+                if (!a->ranks[i].exited && a->ranks[i].end_ms < a->next_end_ms)
+                        a->next_end_ms = a->ranks[i].end_ms;
+}
+
+/* Applies a sync answer: starts new desired ranks, kills undesired ones, forgets
+ * exited ranks the controller no longer lists. */
+static void agent_apply(Agent *a, json_t *ans, int64_t now) {
+        json_t *v = json_object_get(ans, "version");
+        if (json_is_integer(v))
+                a->version = json_integer_value(v);
+        json_t *desired = json_object_get(ans, "ranks");
+        if (!json_is_array(desired))
+                return; /* unchanged */
+        bool listed[MAX_RANKS] = {0};
+        size_t i;
+        json_t *d;
+        json_array_foreach(desired, i, d) {
+                int64_t job = json_integer_value(json_object_get(d, "job"));
+                int attempt = (int) json_integer_value(json_object_get(d, "attempt"));
+                int rank = (int) json_integer_value(json_object_get(d, "rank"));
+                int k;
+                for (k = 0; k < a->n_ranks; k++)
+                        if (a->ranks[k].job == job && a->ranks[k].attempt == attempt &&
+                            a->ranks[k].rank == rank)
+                                break;
+                if (k < a->n_ranks) {
+                        listed[k] = true;
+                        continue;
+                }
+                if (a->n_ranks == MAX_RANKS)
+                        continue;
+                int span = opt.rank_max_ms - opt.rank_min_ms;
+                a->ranks[a->n_ranks] =
+                        (SimRank){.job = job,
+                                  .attempt = attempt,
+                                  .rank = rank,
+                                  .end_ms = now + opt.rank_min_ms + (span > 0 ? rand() % span : 0)};
+                listed[a->n_ranks++] = true;
+                n_rank_starts++;
+                a->dirty = true; /* report it running */
+        }
+        for (int k = 0; k < a->n_ranks; k++) {
+                if (listed[k])
+                        continue;
+                if (a->ranks[k].exited) { /* confirmed: forget it */
+                        a->ranks[k] = a->ranks[--a->n_ranks];
+                        listed[k] = listed[a->n_ranks];
+                        k--;
+                        continue;
+                }
+                a->ranks[k].exited = true; /* stopped by the controller */
+                a->ranks[k].signal = 9;
+                a->dirty = true;
+        }
+        agent_recompute_end(a);
+}
+
+static void record_latency(double ms) {
+        if (n_exit_lat == cap_exit_lat) {
+                cap_exit_lat = cap_exit_lat ? cap_exit_lat * 2 : 4096;
+                exit_lat = realloc(exit_lat, cap_exit_lat * sizeof(double));
+        }
+        exit_lat[n_exit_lat++] = ms;
+}
+
+static void agent_answer(Agent *a, int status, const char *body, size_t len, double latency) {
+        int64_t now = now_ms();
+        status_counts[status / 100 < 6 ? status / 100 : 0]++;
+        if (status == 404) {
+                n_404++;
+                a->registered = false;
+                a->retry_at_ms = now + RETRY_MS / 2 + rand() % RETRY_MS;
+                return;
+        }
+        if (status == 409)
+                n_409++;
+        if (status != 200) {
+                n_http_errors++;
+                a->retry_at_ms = now + RETRY_MS / 2 + rand() % RETRY_MS;
+                return;
+        }
+        a->last_answer_ms = a->c.sent_ms;
+        json_error_t jerr;
+        json_t *ans = json_loadb(body, len, 0, &jerr);
+        if (!a->registered) {
+                a->registered = true;
+                n_registers++;
+                a->version = 0;
+        } else {
+                n_syncs++;
+                if (a->c.urgent && a->c.sent_ms >= measure_from_ms)
+                        record_latency(latency);
+                if (ans)
+                        agent_apply(a, ans, now);
+        }
+        json_decref(ans);
+        a->retry_at_ms = 0;
+}
+
+static char *spec_text;
+
+static void submit_one(Conn *c) {
+        conn_request(c, "/v1/jobs", spec_text);
+}
+
+static long submits_wanted;
+
+/* Parses a complete HTTP answer in c->in; returns its status and body, or 0 if more is
+ * needed, -1 when it is malformed. */
+static int http_parse(Conn *c, const char **body, size_t *len) {
+        if (c->in_len == 0)
+                return 0;
+        c->in[c->in_len] = '\0';
+        char *end = strstr(c->in, "\r\n\r\n");
+        if (!end)
+                return 0;
+        int status = 0;
+        if (sscanf(c->in, "HTTP/1.%*d %d", &status) != 1)
+                return -1;
+        size_t clen = 0;
+        char *cl = strcasestr(c->in, "\r\nContent-Length:");
+        if (cl && cl < end)
+                clen = strtoul(cl + 17, NULL, 10);
+        size_t head = (size_t) (end + 4 - c->in);
+        if (c->in_len < head + clen)
+                return 0;
+        *body = end + 4;
+        *len = clen;
+        return status;
+}
+
+static void conn_event(Conn *c, uint32_t events) {
+        if (events & (EPOLLERR | EPOLLHUP) && !(events & EPOLLIN)) {
+                goto failed;
+        }
+        if (events & EPOLLOUT) {
+                c->connected = true;
+                while (c->out && c->out_off < c->out_len) {
+                        ssize_t n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+                        if (n < 0) {
+                                if (errno == EAGAIN)
+                                        break;
+                                goto failed;
+                        }
+                        c->out_off += (size_t) n;
+                }
+                if (!c->out || c->out_off == c->out_len) {
+                        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+                        epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+                }
+        }
+        if (events & EPOLLIN) {
+                for (;;) {
+                        if (c->in_cap - c->in_len < 65536) {
+                                c->in_cap = c->in_cap ? c->in_cap * 2 : 131072;
+                                c->in = realloc(c->in, c->in_cap + 1);
+                        }
+                        ssize_t n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
+                        if (n == 0)
+                                goto failed;
+                        if (n < 0) {
+                                if (errno == EAGAIN)
+                                        break;
+                                goto failed;
+                        }
+                        c->in_len += (size_t) n;
+                }
+                const char *body;
+                size_t len;
+                int status = http_parse(c, &body, &len);
+                if (status < 0)
+                        goto failed;
+                if (status == 0)
+                        return;
+                double latency = now_ms_f() - (double) c->sent_ms;
+                c->busy = false;
+                c->in_len = 0;
+                if (c->kind == KIND_AGENT)
+                        agent_answer(&agents[c->idx], status, body, len, latency);
+                else if (status == 201 || status == 200)
+                        n_submits++;
+                else
+                        n_submit_fail++;
+                return;
+        }
+        return;
+failed:
+        if (c->kind == KIND_AGENT) {
+                if (!c->connected)
+                        n_connect_fail++;
+                else
+                        n_http_errors++;
+                agents[c->idx].retry_at_ms = now_ms() + RETRY_MS / 2 + rand() % RETRY_MS;
+        } else
+                n_submit_fail++;
+        conn_close(c);
+}
+
+/* Rank ends, lease fencing and due requests of every agent. */
+static void agents_tick(int64_t now, int active) {
+        for (int i = 0; i < active; i++) {
+                Agent *a = &agents[i];
+                if (a->next_end_ms <= now) {
+                        for (int k = 0; k < a->n_ranks; k++)
+                                if (!a->ranks[k].exited && a->ranks[k].end_ms <= now) {
+                                        a->ranks[k].exited = true;
+                                        a->ranks[k].exit_code = 0;
+                                        n_rank_exits++;
+                                        a->dirty = true;
+                                }
+                        agent_recompute_end(a);
+                }
+                if (a->registered && a->last_answer_ms) {
+                        int64_t silent = now - a->last_answer_ms;
+                        if (silent > max_silence_ms && now >= measure_from_ms)
+                                max_silence_ms = silent;
+                        if (silent > opt.lease_ms && a->n_ranks > 0) {
+                                /* The supervisors fence every rank; the agent reports them. */
+                                n_fences++;
+                                for (int k = 0; k < a->n_ranks; k++)
+                                        if (!a->ranks[k].exited) {
+                                                a->ranks[k].exited = true;
+                                                a->ranks[k].signal = 9;
+                                        }
+                                a->dirty = true;
+                                a->last_answer_ms = now; /* count a fence once per lease */
+                        }
+                }
+                if (a->c.busy) {
+                        /* News drops a held long-poll, as axagent does. */
+                        if (a->dirty && a->c.wait_ms > 0 && a->registered) {
+                                conn_close(&a->c);
+                                agent_send(a);
+                        }
+                        continue;
+                }
+                if (now >= a->retry_at_ms)
+                        agent_send(a);
+        }
+}
+
+static double percentile(double *v, size_t n, double p) {
+        if (n == 0)
+                return 0;
+        size_t k = (size_t) (p * (double) (n - 1));
+        return v[k];
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+        return x < y ? -1 : x > y;
+}
+
+static void on_signal(int sig) {
+        (void) sig;
+        stop = 1;
+}
+
+static void usage(void) {
+        fprintf(stderr, "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
+                        "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
+                        "[--prefix P] [--lease-ms L] [--warmup-s W]\n");
+        exit(2);
+}
+
+int main(int argc, char **argv) {
+        static const struct option longopts[] = {
+                {"url", required_argument, NULL, 'u'},
+                {"nodes", required_argument, NULL, 'n'},
+                {"seconds", required_argument, NULL, 's'},
+                {"backlog", required_argument, NULL, 'b'},
+                {"rank-min-s", required_argument, NULL, 'a'},
+                {"rank-max-s", required_argument, NULL, 'z'},
+                {"ramp-per-s", required_argument, NULL, 'r'},
+                {"prefix", required_argument, NULL, 'p'},
+                {"lease-ms", required_argument, NULL, 'l'},
+                {"warmup-s", required_argument, NULL, 'w'},
+                {NULL, 0, NULL, 0},
+        };
+        static char host[64];
+        int c;
+        while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'u':
+                        if (sscanf(optarg, "http://%63[^:]:%d", host, &opt.port) != 2)
+                                usage();
+                        opt.host = host;
+                        break;
+                case 'n':
+                        opt.nodes = atoi(optarg);
+                        break;
+                case 's':
+                        opt.seconds = atoi(optarg);
+                        break;
+                case 'b':
+                        opt.backlog = atoi(optarg);
+                        break;
+                case 'a':
+                        opt.rank_min_ms = (int) (atof(optarg) * 1000);
+                        break;
+                case 'z':
+                        opt.rank_max_ms = (int) (atof(optarg) * 1000);
+                        break;
+                case 'r':
+                        opt.ramp_per_s = atoi(optarg);
+                        break;
+                case 'p':
+                        opt.prefix = optarg;
+                        break;
+                case 'l':
+                        opt.lease_ms = atoi(optarg);
+                        break;
+                case 'w':
+                        opt.warmup_s = atoi(optarg);
+                        break;
+                default:
+                        usage();
+                }
+        }
+        if (!opt.host || opt.nodes <= 0 || opt.rank_max_ms < opt.rank_min_ms)
+                usage();
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+                rl.rlim_cur = rl.rlim_max;
+                setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        signal(SIGPIPE, SIG_IGN);
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        srand((unsigned) getpid());
+        ep = epoll_create1(EPOLL_CLOEXEC);
+        agents = calloc((size_t) opt.nodes, sizeof(Agent));
+        for (int i = 0; i < opt.nodes; i++)
+                agent_init(&agents[i], i);
+        for (int i = 0; i < SUBMITTERS; i++)
+                submitters[i] = (Conn){.kind = KIND_SUBMIT, .idx = i, .fd = -1};
+        /* One node's worth: 8 ranks of one GPU each. */
+        asprintf(&spec_text,
+                 "{\"name\":\"%s-job\",\"command\":[\"true\"],\"ranks\":8,"
+                 "\"ranks_per_node\":8,\"project\":\"%s\",\"resources\":"
+                 "{\"accelerator\":\"nvidia-h100\",\"accelerators_per_rank\":1}}",
+                 opt.prefix, opt.prefix);
+
+        int64_t start = now_ms(), end = start + (int64_t) opt.seconds * 1000;
+        measure_from_ms = start + (int64_t) opt.warmup_s * 1000;
+        int64_t next_tick = start;
+        /* Jobs: one per node to fill the fleet, plus the backlog; then one per exit. */
+        submits_wanted = opt.nodes + opt.backlog;
+        long exits_seen = 0;
+        struct epoll_event evs[512];
+        while (!stop && now_ms() < end) {
+                int64_t now = now_ms();
+                int n = epoll_wait(ep, evs, 512, (int) (next_tick > now ? next_tick - now : 0));
+                for (int i = 0; i < n; i++)
+                        conn_event(evs[i].data.ptr, evs[i].events);
+                now = now_ms();
+                if (now < next_tick)
+                        continue;
+                next_tick = now + 10;
+                long active = (long) (now - start) * opt.ramp_per_s / 1000 + 1;
+                agents_tick(now, (int) (active < opt.nodes ? active : opt.nodes));
+                /* Each 8 rank exits is a job done: submit another to keep the backlog. */
+                submits_wanted += (n_rank_exits - exits_seen) / 8;
+                exits_seen += (n_rank_exits - exits_seen) / 8 * 8;
+                for (int i = 0; i < SUBMITTERS; i++)
+                        if (!submitters[i].busy && n_submits + n_submit_fail < submits_wanted)
+                                submit_one(&submitters[i]);
+        }
+        qsort(exit_lat, n_exit_lat, sizeof(double), cmp_double);
+        double secs = (double) (now_ms() - start) / 1000.0;
+        printf("{\"nodes\":%d,\"seconds\":%.1f,\"registers\":%ld,\"syncs\":%ld,"
+               "\"syncs_per_s\":%.0f,\"rank_starts\":%ld,\"rank_exits\":%ld,\"submits\":%ld,"
+               "\"submit_failures\":%ld,\"exit_syncs\":%zu,\"exit_sync_p50_ms\":%.1f,"
+               "\"exit_sync_p99_ms\":%.1f,\"exit_sync_max_ms\":%.1f,\"connect_failures\":%ld,"
+               "\"http_errors\":%ld,\"answers_404\":%ld,\"answers_409\":%ld,\"self_fences\":%ld,"
+               "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f}\n",
+               opt.nodes, secs, n_registers, n_syncs, (double) n_syncs / secs, n_rank_starts,
+               n_rank_exits, n_submits, n_submit_fail, n_exit_lat,
+               percentile(exit_lat, n_exit_lat, 0.5), percentile(exit_lat, n_exit_lat, 0.99),
+               percentile(exit_lat, n_exit_lat, 1.0), n_connect_fail, n_http_errors, n_404, n_409,
+               n_fences, (long long) max_silence_ms, (double) clock() / CLOCKS_PER_SEC / secs);
+        return 0;
+}
