@@ -35,6 +35,8 @@ extern const char api_openapi_json[];
 
 #define API_MAX_BODY (1024 * 1024)
 #define API_FD_RESERVE 256
+/* Rank logs streamed at once, whoever asks (each holds a descriptor to its agent). */
+#define API_MAX_STREAMS 1024
 /* Per connection: request line, headers and the chunk of a body being read (bodies go
  * to their own buffer), and the answer's headers. libmicrohttpd clears it for every
  * connection, so with ten thousand agents its size is CPU and memory. */
@@ -67,6 +69,7 @@ struct Request {
         bool proxy_suspended; /* waiting for the stream's pipe */
         char *stream_owner; /* whose stream it is: "user NAME", or "address ADDR" */
         Request *stream_prev, *stream_next; /* Api.streams */
+        bool in_streams;
         /* Long-poll of an agent sync (in Api.polls while held). */
         LongPoll poll;
         bool polling;
@@ -85,8 +88,8 @@ struct Api {
         Request *committing; /* suspended until their turn commits */
         LongPolls polls; /* held agent syncs: the LongPoll is a Request's first member */
         Request *streams; /* log streams (suspended while their pipe is empty) */
+        int n_streams;
         int requests; /* in progress: from their first byte to their completion */
-        unsigned max_connections; /* libmicrohttpd's connection limit */
         bool stopping; /* api_shutdown_begin was called */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
@@ -326,7 +329,7 @@ static int event_one(void *userdata, const StoreEvent *e) {
         EventCtx *c = userdata;
         if (c->api->auth && c->req->who.role != TOKEN_ROLE_ADMIN) {
                 /* Users see the events of their projects' jobs, not the fleet's. */
-                Job *job = e->job > 0 ? ctl_job_find(c->api->ctl, e->job) : NULL;
+                Job *job = e->job > 0 ? ctl_job_lookup(c->api->ctl, e->job) : NULL;
                 if (!job || !may_see_project(c->api, c->req, job->spec->project))
                         return 0;
         }
@@ -398,6 +401,12 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
                                   "the rank's node has no valid address");
                 return;
         }
+        if (api->n_streams >= API_MAX_STREAMS) {
+                request_set_error(req, 429, "too_many_streams", NULL,
+                                  "the controller streams as many rank logs as it allows; "
+                                  "try again later");
+                return;
+        }
         char *owner = stream_owner(api, req, con);
         if (streams_of(api, owner) >= api->streams_per_user) {
                 char msg[400];
@@ -426,13 +435,15 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
         if (api->streams)
                 api->streams->stream_prev = req;
         api->streams = req;
+        req->in_streams = true;
+        api->n_streams++;
 }
 
 /* Routes under /v1/jobs/{id}: the id must name a job. */
 static void route_job(Api *api, Request *req, struct MHD_Connection *con, ApiRoute route,
                       const char *id_text) {
         int64_t id = parse_id(id_text, strlen(id_text));
-        Job *job = id > 0 ? ctl_job_find(api->ctl, id) : NULL;
+        Job *job = id > 0 ? ctl_job_lookup(api->ctl, id) : NULL;
         if (!job) {
                 char msg[200];
                 snprintf(msg, sizeof(msg), "job %.100s does not exist", id_text);
@@ -827,6 +838,10 @@ static void proxy_wait(Api *api, Request *req) {
 }
 
 static void stream_forget(Api *api, Request *req) {
+        if (!req->in_streams)
+                return;
+        req->in_streams = false;
+        api->n_streams--;
         if (req->stream_prev)
                 req->stream_prev->stream_next = req->stream_next;
         else if (api->streams == req)
@@ -979,17 +994,16 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         /*
          * Slow or half-open clients cannot hold the server: idle connections close after
          * 30 s. There is no cap per address (a fleet behind NAT is one address) and none
-         * below the descriptor limit (main raises it to the hard limit): each connection
-         * may hold a second descriptor (a log stream's connection to its agent), and
-         * API_FD_RESERVE stay for the database, the journal and the listening socket.
+         * below the descriptor limit (main raises it to the hard limit) but what the
+         * process needs besides: API_MAX_STREAMS log streams' connections to their agents,
+         * and API_FD_RESERVE for the database, the journal and the listening socket.
          */
         struct rlimit rl;
-        unsigned limit = 4096;
+        unsigned limit = 4096, reserve = API_FD_RESERVE + API_MAX_STREAMS;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-                limit = rl.rlim_cur > 2 * API_FD_RESERVE
-                                ? (unsigned) ((rl.rlim_cur - API_FD_RESERVE) / 2)
-                                : API_FD_RESERVE / 2;
-        api->max_connections = limit;
+                limit = rl.rlim_cur > 2 * reserve ? (unsigned) (rl.rlim_cur - reserve)
+                                                  : (unsigned) rl.rlim_cur / 2;
+        log_info("serving up to %u connections (agents and API users alike)", limit);
         struct MHD_OptionItem items[] = {
                 {MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL},
                 {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, api},
@@ -1004,10 +1018,12 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
         if (opts->tls_cert_pem && opts->tls_key_pem) {
                 flags |= MHD_USE_TLS;
-                items[7] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
-                                                   (void *) opts->tls_cert_pem};
-                items[8] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
-                                                   (void *) opts->tls_key_pem};
+                /* The first of the three END items: the last stays the end. */
+                size_t tls = sizeof(items) / sizeof(items[0]) - 3;
+                items[tls] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
+                                                     (void *) opts->tls_cert_pem};
+                items[tls + 1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0,
+                                                         (void *) opts->tls_key_pem};
         }
         api->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, api, MHD_OPTION_ARRAY, items,
                                     MHD_OPTION_END);

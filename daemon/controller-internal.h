@@ -23,6 +23,9 @@ struct Controller {
         FailRules failure_rules; /* the operator's (--failure-rules) */
         int64_t next_file_check_ms; /* when an idle controller looks at its database file */
         int64_t sched_interval_ms; /* least time between scheduling passes (controller.c) */
+        int64_t next_retire_ms; /* when jobs over for the retention time next leave memory */
+        Job **borrowed; /* jobs read from the store for this turn's requests (jobs.c) */
+        int n_borrowed, cap_borrowed;
         /* For /metrics. */
         uint64_t restarts_by_reason[_END_REASON_MAX];
         Histogram recovery; /* failure detected -> every rank of the next attempt running */

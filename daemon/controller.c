@@ -33,6 +33,7 @@
 #define SCHED_PASS_SPACING 4
 /* How often an idle controller checks that its database file is still in place. */
 #define CTL_FILE_CHECK_MS 1000
+#define CTL_RETIRE_PERIOD_MS 1000
 
 int ctl_new(const CtlConfig *config, Controller **ret) {
         Controller *ctl = xcalloc(1, sizeof(Controller));
@@ -44,7 +45,8 @@ int ctl_new(const CtlConfig *config, Controller **ret) {
         histogram_init_latency(&ctl->db_commit);
         int r = store_open(config->db_path, &ctl->store);
         if (r >= 0)
-                r = persist_load(ctl->store, &ctl->model);
+                r = persist_load(ctl->store, &ctl->model,
+                                 util_wall_ms() - config->job_retention_ms);
         if (r < 0) {
                 ctl_free(ctl);
                 return r;
@@ -61,6 +63,8 @@ int ctl_new(const CtlConfig *config, Controller **ret) {
 Controller *ctl_free(Controller *ctl) {
         if (!ctl)
                 return NULL;
+        jobs_borrowed_release(ctl);
+        free(ctl->borrowed);
         model_clear(&ctl->model);
         turn_clear(&ctl->turn);
         schedule_clear(&ctl->sched);
@@ -196,8 +200,25 @@ static void ctl_schedule(Controller *ctl) {
                                                                    : spacing;
 }
 
+/*
+ * Jobs over for the retention time leave memory between turns (nothing of the turn
+ * points at them then), at most once per CTL_RETIRE_PERIOD_MS: they stay in the store,
+ * and ctl_job_lookup and the job list read them from there.
+ */
+static void ctl_retire_jobs(Controller *ctl) {
+        int64_t now = util_now_ms();
+        if (now < ctl->next_retire_ms || ctl->turn.tx_open || ctl->sched.n_fresh > 0)
+                return;
+        ctl->next_retire_ms = now + CTL_RETIRE_PERIOD_MS;
+        int n = model_jobs_retire(&ctl->model, util_wall_ms() - ctl->cfg.job_retention_ms);
+        if (n > 0)
+                log_debug("%d jobs over for %lld s left memory", n,
+                          (long long) (ctl->cfg.job_retention_ms / 1000));
+}
+
 int ctl_end_turn(Controller *ctl) {
         Turn *t = &ctl->turn;
+        jobs_borrowed_release(ctl);
         if (ctl->failure[0])
                 return -EIO;
         ctl_schedule(ctl);
@@ -205,8 +226,10 @@ int ctl_end_turn(Controller *ctl) {
                 model_active_prune(&ctl->model);
                 nodes_finish_drains(ctl);
         }
-        if (!t->tx_open && !t->failed)
+        if (!t->tx_open && !t->failed) {
+                ctl_retire_jobs(ctl);
                 return 0;
+        }
         struct timespec start;
         clock_gettime(CLOCK_MONOTONIC, &start);
         int r = t->failed;
@@ -218,8 +241,10 @@ int ctl_end_turn(Controller *ctl) {
                 turn_fail(t, r, "cannot commit: %s", store_last_error(ctl->store));
         histogram_observe(&ctl->db_commit, seconds_since(&start));
         t->tx_open = false;
-        if (r >= 0)
+        if (r >= 0) {
+                ctl_retire_jobs(ctl);
                 return 0;
+        }
         if (store_rollback(ctl->store) < 0)
                 log_warning("rollback: %s", store_last_error(ctl->store));
         /* Memory now holds what the disk does not: accept nothing more. */

@@ -33,6 +33,7 @@ typedef struct CtlConfig {
         int quarantine_after; /* blames within the window that quarantine a node; 0: never */
         int64_t quarantine_window_ms;
         int64_t start_timeout_ms; /* a placed rank not running by then blames its node; 0: never */
+        int64_t job_retention_ms; /* a job over this long leaves memory (stays in the store) */
         const char *failure_rules_path; /* the operator's failure rules; NULL: none */
         bool strict_transitions; /* an illegal state transition aborts (tests) */
         const char *log_secret; /* ctl_log_secret_load's; NULL: log links are not signed */
@@ -78,9 +79,13 @@ const char *ctl_failure(Controller *ctl);
 /* Jobs. */
 int ctl_job_submit(Controller *ctl, json_t *spec, const char *idempotency_key, Job **ret_job,
                    bool *ret_created, CtlError *err);
+/* A job in memory: active, or over for less than the retention time. */
 Job *ctl_job_find(Controller *ctl, int64_t id);
+/* Any job, also one that left memory for the store (then valid until the turn ends). */
+Job *ctl_job_lookup(Controller *ctl, int64_t id);
 int ctl_job_cancel(Controller *ctl, int64_t id, Job **ret_job, CtlError *err);
-/* Jobs newest first with id < before (0: from the newest); filters may be NULL. */
+/* Jobs newest first with id < before (0: from the newest), those in the store too (valid
+ * until the turn ends); filters may be NULL. */
 typedef bool (*CtlJobFn)(void *userdata, Job *job); /* return false to stop */
 void ctl_jobs_foreach(Controller *ctl, int64_t before, JobState state, const char *project,
                       CtlJobFn fn, void *userdata);

@@ -13,6 +13,7 @@
 
 #include "jobs.h"
 #include "log.h"
+#include "persist.h"
 #include "util.h"
 
 void ctl_error_set(CtlError *err, CtlErrorCode code, const char *field, const char *fmt, ...) {
@@ -26,6 +27,86 @@ void ctl_error_set(CtlError *err, CtlErrorCode code, const char *field, const ch
 
 Job *ctl_job_find(Controller *ctl, int64_t id) {
         return model_job_find(&ctl->model, id);
+}
+
+/* A job that left memory, read from the store and kept until the turn ends. */
+static Job *job_from_store(Controller *ctl, int64_t id) {
+        for (int i = 0; i < ctl->n_borrowed; i++)
+                if (ctl->borrowed[i]->id == id)
+                        return ctl->borrowed[i];
+        Job *job = persist_load_job(ctl->store, id);
+        if (!job)
+                return NULL;
+        GROW(ctl->borrowed, ctl->n_borrowed, ctl->cap_borrowed);
+        ctl->borrowed[ctl->n_borrowed++] = job;
+        return job;
+}
+
+Job *ctl_job_lookup(Controller *ctl, int64_t id) {
+        Job *job = model_job_find(&ctl->model, id);
+        return job ? job : job_from_store(ctl, id);
+}
+
+void jobs_borrowed_release(Controller *ctl) {
+        for (int i = 0; i < ctl->n_borrowed; i++)
+                job_free(ctl->borrowed[i]);
+        ctl->n_borrowed = 0;
+}
+
+typedef struct ListCtx {
+        Controller *ctl;
+        int i; /* next memory job to consider, walking down */
+        int64_t before;
+        JobState wanted; /* _JOB_STATE_INVALID: any */
+        const char *project;
+        CtlJobFn fn;
+        void *userdata;
+        bool stopped;
+} ListCtx;
+
+static bool list_matches(const ListCtx *c, const Job *job) {
+        return (c->wanted == _JOB_STATE_INVALID || job->state == c->wanted) &&
+               (!c->project || strcmp(job->spec->project, c->project) == 0);
+}
+
+/* Offers the memory jobs with ids above floor (all when floor is 0), newest first. */
+static void list_memory_down_to(ListCtx *c, int64_t floor) {
+        for (; !c->stopped && c->i >= 0 && c->ctl->model.jobs[c->i]->id > floor; c->i--) {
+                Job *job = c->ctl->model.jobs[c->i];
+                if ((c->before <= 0 || job->id < c->before) && list_matches(c, job))
+                        c->stopped = !c->fn(c->userdata, job);
+        }
+}
+
+static int list_stored(void *userdata, int64_t id) {
+        ListCtx *c = userdata;
+        list_memory_down_to(c, id);
+        if (c->stopped)
+                return 1;
+        if (model_job_find(&c->ctl->model, id))
+                return 0; /* memory is the truth for what it holds: offered above */
+        Job *job = job_from_store(c->ctl, id);
+        if (job && list_matches(c, job))
+                c->stopped = !c->fn(c->userdata, job);
+        return c->stopped ? 1 : 0;
+}
+
+void ctl_jobs_foreach(Controller *ctl, int64_t before, JobState state, const char *project,
+                      CtlJobFn fn, void *userdata) {
+        /* Memory and the store merged by id, newest first: jobs that left memory are
+         * over, so their stored rows are final. */
+        ListCtx c = {.ctl = ctl,
+                     .i = ctl->model.n_jobs - 1,
+                     .before = before,
+                     .wanted = state,
+                     .project = project,
+                     .fn = fn,
+                     .userdata = userdata};
+        if (store_jobs_list(ctl->store, before,
+                            state == _JOB_STATE_INVALID ? NULL : job_state_to_string(state),
+                            project, list_stored, &c) < 0)
+                log_warning("listing stored jobs: %s", store_last_error(ctl->store));
+        list_memory_down_to(&c, 0);
 }
 
 /* A job's reason stays short enough for a status line; the attempt keeps the detail. */
@@ -185,7 +266,7 @@ void jobs_tick(Controller *ctl, int64_t now_ms) {
 }
 
 int ctl_job_cancel(Controller *ctl, int64_t id, Job **ret_job, CtlError *err) {
-        Job *job = ctl_job_find(ctl, id);
+        Job *job = ctl_job_lookup(ctl, id);
         if (!job) {
                 ctl_error_set(err, CTL_ERR_NOT_FOUND, NULL, "job %lld does not exist",
                               (long long) id);
@@ -224,6 +305,15 @@ static int submit_parse(json_t *spec_json, JobSpec **ret_spec, char **ret_text, 
         return 0;
 }
 
+/* The job submitted with key in project: in memory, or one that left it for the store. */
+static Job *job_by_key(Controller *ctl, const char *project, const char *key) {
+        Job *job = model_job_by_key(&ctl->model, project, key);
+        int64_t id = 0;
+        if (job || store_job_find_key(ctl->store, project, key, &id) < 0 || id <= 0)
+                return job;
+        return ctl_job_lookup(ctl, id);
+}
+
 int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_key, Job **ret_job,
                    bool *ret_created, CtlError *err) {
         JobSpec *spec = NULL;
@@ -231,9 +321,7 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
         int r = submit_parse(spec_json, &spec, &text, err);
         if (r < 0)
                 return r;
-        Job *existing = idempotency_key
-                                ? model_job_by_key(&ctl->model, spec->project, idempotency_key)
-                                : NULL;
+        Job *existing = idempotency_key ? job_by_key(ctl, spec->project, idempotency_key) : NULL;
         if (existing) {
                 bool same = strcmp(existing->spec_text, text) == 0;
                 free(text);
@@ -283,21 +371,6 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
         *ret_job = job;
         *ret_created = true;
         return 0;
-}
-
-void ctl_jobs_foreach(Controller *ctl, int64_t before, JobState state, const char *project,
-                      CtlJobFn fn, void *userdata) {
-        for (int i = ctl->model.n_jobs - 1; i >= 0; i--) {
-                Job *job = ctl->model.jobs[i];
-                if (before > 0 && job->id >= before)
-                        continue;
-                if (state != _JOB_STATE_INVALID && job->state != state)
-                        continue;
-                if (project && strcmp(job->spec->project, project) != 0)
-                        continue;
-                if (!fn(userdata, job))
-                        return;
-        }
 }
 
 int ctl_events_list(Controller *ctl, int64_t job, int64_t after, int limit, StoreEventFn fn,

@@ -19,5 +19,7 @@ void jobs_preempt(Controller *ctl, Job *job, const char *why);
 void jobs_start(Controller *ctl, Job *job, const SchedPlacement *pl);
 /* Ends starting attempts with a rank not running within cfg.start_timeout_ms. */
 void jobs_tick(Controller *ctl, int64_t now_ms);
+/* Frees the jobs ctl_job_lookup read from the store during the turn. */
+void jobs_borrowed_release(Controller *ctl);
 /* Every rank of the current attempt succeeded. */
 void jobs_succeeded(Controller *ctl, Job *job);

@@ -64,6 +64,8 @@ static void usage(FILE *f) {
               "                          (docs/FAILURE-RULES.md); re-read on SIGHUP\n"
               "  --start-timeout-s N     a placed rank not running after N s blames its\n"
               "                          node and the job moves (default 120, 0 = never)\n"
+              "  --job-retention-s N     a job over for N s leaves memory; it stays in the\n"
+              "                          database and the API (default 300)\n"
               "  --log-level LEVEL       error, warning, info or debug (default info)\n"
               "  -h, --help              show this help\n"
               "\n"
@@ -85,6 +87,7 @@ enum {
         OPT_QUOTA_FILE,
         OPT_FAILURE_RULES,
         OPT_START_TIMEOUT_S,
+        OPT_JOB_RETENTION_S,
         OPT_AUTH,
         OPT_TLS_CERT,
         OPT_TLS_KEY,
@@ -104,6 +107,7 @@ static const struct option options[] = {
         {"quota-file", required_argument, NULL, OPT_QUOTA_FILE},
         {"failure-rules", required_argument, NULL, OPT_FAILURE_RULES},
         {"start-timeout-s", required_argument, NULL, OPT_START_TIMEOUT_S},
+        {"job-retention-s", required_argument, NULL, OPT_JOB_RETENTION_S},
         {"auth", optional_argument, NULL, OPT_AUTH},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -228,6 +232,13 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                         return -EINVAL;
                 }
                 s->ctl.start_timeout_ms = v * 1000;
+                return 0;
+        case OPT_JOB_RETENTION_S:
+                if (config_parse_int(value, 0, 30 * 24 * 3600, &v) < 0) {
+                        *ret_reason = "needs seconds, 0 to 2592000";
+                        return -EINVAL;
+                }
+                s->ctl.job_retention_ms = v * 1000;
                 return 0;
         case OPT_LOG_LEVEL:
                 if (log_level_from_string(value) == _LOG_LEVEL_INVALID) {
@@ -384,7 +395,8 @@ int main(int argc, char **argv) {
                         .sync_period_ms = 1000,
                         .quarantine_after = 3,
                         .quarantine_window_ms = 3600 * 1000,
-                        .start_timeout_ms = 120 * 1000},
+                        .start_timeout_ms = 120 * 1000,
+                        .job_retention_ms = 300 * 1000},
                 .level = LOG_LEVEL_INFO,
         };
         const char *config_used = NULL;

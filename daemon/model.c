@@ -75,6 +75,27 @@ void model_job_add(Model *m, Job *job) {
                 model_active_add(m, job);
 }
 
+int model_jobs_retire(Model *m, int64_t before_ms) {
+        int w = 0, retired = 0;
+        for (int j = 0; j < m->n_jobs; j++) {
+                Job *job = m->jobs[j];
+                if (job->active || !job_state_is_terminal(job->state) ||
+                    job->finished_ms >= before_ms) {
+                        m->jobs[w++] = job;
+                        continue;
+                }
+                if (job->idempotency_key) {
+                        _cleanup_free_ char *scoped =
+                                idempotency_scoped(job->spec->project, job->idempotency_key);
+                        strmap_remove(m->idempotency, scoped);
+                }
+                job_free(job);
+                retired++;
+        }
+        m->n_jobs = w;
+        return retired;
+}
+
 void model_active_prune(Model *m) {
         int w = 0;
         for (int j = 0; j < m->n_active; j++) {

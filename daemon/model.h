@@ -181,6 +181,9 @@ void model_job_add(Model *m, Job *job);
 /* The job of project that was submitted with idempotency key, or NULL. */
 Job *model_job_by_key(const Model *m, const char *project, const char *key);
 void model_active_add(Model *m, Job *job);
+/* Frees the jobs over before before_ms (wall) that are not active (hold nothing): they
+ * stay in the store (persist_load_job). Returns how many. */
+int model_jobs_retire(Model *m, int64_t before_ms);
 /* Drops jobs that are over and hold nothing from the active list. */
 void model_active_prune(Model *m);
 void model_node_add(Model *m, Node *node);

@@ -261,13 +261,18 @@ static int load_node(void *ud, const StoreNode *sn) {
         return 0;
 }
 
-int persist_load(Store *store, Model *m) {
+int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
         int r;
+        int64_t next_id = 1;
         if ((r = store_nodes_load(store, load_node, m)) < 0 ||
-            (r = store_jobs_load(store, load_job, m)) < 0 ||
+            (r = store_jobs_load(store, retire_before_ms, load_job, m)) < 0 ||
             (r = store_attempts_load(store, load_attempt, m)) < 0 ||
-            (r = store_ranks_load(store, load_rank, m)) < 0)
+            (r = store_ranks_load(store, load_rank, m)) < 0 ||
+            (r = store_job_next_id(store, &next_id)) < 0)
                 return r;
+        /* Ids are never reused, also those of jobs that stayed in the store. */
+        if (next_id > m->next_job_id)
+                m->next_job_id = next_id;
         for (int i = 0; i < m->n_nodes; i++)
                 model_node_recount(m, m->nodes[i]);
         /* Versions are not stored: make stop and start confirmations count from now. */
@@ -286,4 +291,19 @@ int persist_load(Store *store, Model *m) {
                 }
         }
         return 0;
+}
+
+Job *persist_load_job(Store *store, int64_t id) {
+        Model tmp;
+        model_init(&tmp);
+        Job *job = NULL;
+        if (store_job_load(store, id, load_job, load_attempt, load_rank, &tmp) >= 0 &&
+            tmp.n_jobs == 1) {
+                job = tmp.jobs[0];
+                tmp.n_jobs = 0; /* the caller's now */
+        }
+        model_clear(&tmp);
+        if (job)
+                job->active = false;
+        return job;
 }

@@ -12,4 +12,7 @@
 /* Writes the turn's dirty jobs and nodes into the open transaction. 0 or -errno. */
 int persist_dirty(Turn *t);
 /* Loads every node and job into an empty model. 0 or -errno. */
-int persist_load(Store *store, Model *m);
+/* Loads the model; jobs over before retire_before_ms (wall) stay in the store only. */
+int persist_load(Store *store, Model *m, int64_t retire_before_ms);
+/* A job as stored, for one that left memory (job_free it), or NULL. */
+Job *persist_load_job(Store *store, int64_t id);

@@ -188,6 +188,7 @@ static Controller *controller_with(const char *name, int64_t start_timeout_ms) {
                          .quarantine_after = 3,
                          .quarantine_window_ms = 600000,
                          .start_timeout_ms = start_timeout_ms,
+                         .job_retention_ms = 300000,
                          .strict_transitions = true};
         Controller *ctl = NULL;
         CHECK(ctl_new(&cfg, &ctl) == 0);
@@ -568,6 +569,77 @@ static void test_restart_keeps_nodes(void) {
         ctl_free(ctl);
 }
 
+static bool collect_id(void *userdata, Job *job) {
+        int64_t *ids = userdata;
+        for (int i = 0; i < 8; i++)
+                if (ids[i] == 0) {
+                        ids[i] = job->id;
+                        break;
+                }
+        return true;
+}
+
+/* Jobs over for the retention time leave memory and stay served from the store: found,
+ * listed in order with those in memory, deduplicated by their key, not cancellable; a
+ * restart loads only what is still retained, and never reuses an id. */
+static void test_retired_jobs_stay_in_the_store(void) {
+        Controller *ctl = controller("retire");
+        ctl->cfg.job_retention_ms = 0;
+        json_t *spec = json_pack("{s:s,s:s,s:[s],s:i}", "project", "p", "user", "ann", "command",
+                                 "/bin/true", "ranks", 1);
+        Job *keyed = NULL, *again = NULL;
+        bool created = false;
+        CtlError err = {0};
+        CHECK(ctl_job_submit(ctl, spec, "key-1", &keyed, &created, &err) == 0);
+        int64_t keyed_id = keyed->id;
+        Job *waiting = submit(ctl, "ann", 1);
+        int64_t waiting_id = waiting->id;
+        Job *gone = submit(ctl, "bob", 1);
+        int64_t gone_id = gone->id;
+        CHECK(ctl_job_cancel(ctl, keyed_id, &keyed, &err) == 0);
+        CHECK(ctl_job_cancel(ctl, gone_id, &gone, &err) == 0);
+        CHECK(ctl_end_turn(ctl) == 0);
+        usleep(5000);
+        ctl->next_retire_ms = 0;
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK(ctl_job_find(ctl, keyed_id) == NULL && ctl_job_find(ctl, gone_id) == NULL);
+        CHECK(ctl_job_find(ctl, waiting_id) != NULL);
+        Job *stored = ctl_job_lookup(ctl, gone_id);
+        CHECK(stored && stored->state == JOB_CANCELLED && stored->n_attempts == 0);
+        CHECK_STR(stored->spec->user, "bob");
+        int64_t ids[8] = {0};
+        ctl_jobs_foreach(ctl, 0, _JOB_STATE_INVALID, NULL, collect_id, ids);
+        CHECK(ids[0] == gone_id && ids[1] == waiting_id && ids[2] == keyed_id && ids[3] == 0);
+        int64_t cancelled[8] = {0};
+        ctl_jobs_foreach(ctl, gone_id, JOB_CANCELLED, "p", collect_id, cancelled);
+        CHECK(cancelled[0] == keyed_id && cancelled[1] == 0);
+        CHECK(ctl_job_submit(ctl, spec, "key-1", &again, &created, &err) == 0);
+        CHECK(!created && again->id == keyed_id);
+        Job *none = NULL;
+        CHECK(ctl_job_cancel(ctl, gone_id, &none, &err) < 0);
+        CHECK_INT(err.code, CTL_ERR_CONFLICT);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+
+        ctl = controller("retire"); /* retention 300 s: the two cancelled ones just ended */
+        CHECK(ctl_job_find(ctl, gone_id) != NULL);
+        ctl_free(ctl);
+        char path[256];
+        snprintf(path, sizeof(path), "%s/retire.db", tmpdir);
+        CtlConfig cfg = {.db_path = path,
+                         .lease_ms = 10000,
+                         .grace_ms = 2000,
+                         .sync_period_ms = 1000,
+                         .job_retention_ms = 0};
+        CHECK(ctl_new(&cfg, &ctl) == 0);
+        CHECK(ctl_job_find(ctl, gone_id) == NULL && ctl_job_find(ctl, waiting_id) != NULL);
+        Job *next = submit(ctl, "ann", 1);
+        CHECK(next->id == gone_id + 1);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+        json_decref(spec);
+}
+
 int main(void) {
         tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
@@ -578,6 +650,7 @@ int main(void) {
         test_killed_mid_turn();
         test_start_timeout_and_restart();
         test_restart_keeps_nodes();
+        test_retired_jobs_stay_in_the_store();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);
         printf("core: ok\n");

@@ -462,14 +462,15 @@ static int query(Store *store, const char *sql, sqlite3_stmt **ret) {
         return errno_from_sqlite(sqlite3_prepare_v2(store->db, sql, -1, ret, NULL));
 }
 
-/* Steps st to the end, calling row() for each row; finalizes or resets st. */
+/* Steps st to the end, calling row() for each row, and stops early when row() returns
+ * non-zero (which it returns: -errno, or > 0 for "enough"); finalizes or resets st. */
 static int for_each_row(sqlite3_stmt *st, bool finalize, int (*row)(sqlite3_stmt *, void *),
                         void *ctx) {
         int rc, r = 0;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-                if ((r = row(st, ctx)) < 0)
+                if ((r = row(st, ctx)) != 0)
                         break;
-        if (r >= 0 && rc != SQLITE_DONE)
+        if (r == 0 && rc != SQLITE_DONE)
                 r = errno_from_sqlite(rc);
         if (finalize)
                 sqlite3_finalize(st);
@@ -514,17 +515,23 @@ static int job_row(sqlite3_stmt *st, void *p) {
         return ((StoreJobFn) ctx->fn)(ctx->userdata, &j);
 }
 
-int store_jobs_load(Store *store, StoreJobFn fn, void *userdata) {
+#define JOB_COLUMNS                                                                             \
+        "id, name, project, user, priority, spec, state, attempt, restarts, reason, exit_code," \
+        " created_ms, started_ms, finished_ms, idempotency_key, ckpt_step, ckpt_path,"          \
+        " avoid_node, tier, queued_ms, quick_failures, best_step"
+/* A job that is over, before the retention cutoff, with no rank that may still run. */
+#define JOB_RETIRED(cutoff)                                                                     \
+        "(state IN ('succeeded', 'failed', 'cancelled') AND COALESCE(finished_ms, 0) < " cutoff \
+        " AND NOT EXISTS (SELECT 1 FROM rank WHERE rank.job = job.id AND rank.alive = 1))"
+
+int store_jobs_load(Store *store, int64_t retire_before_ms, StoreJobFn fn, void *userdata) {
         sqlite3_stmt *st;
-        int r = query(
-                store,
-                "SELECT id, name, project, user, priority, spec, state, attempt, restarts,"
-                " reason, exit_code, created_ms, started_ms, finished_ms, idempotency_key,"
-                " ckpt_step, ckpt_path, avoid_node, tier, queued_ms, quick_failures, best_step"
-                " FROM job ORDER BY id",
-                &st);
+        int r = query(store,
+                      "SELECT " JOB_COLUMNS " FROM job WHERE NOT " JOB_RETIRED("?1") " ORDER BY id",
+                      &st);
         if (r < 0)
                 return r;
+        bind_int(st, 1, retire_before_ms);
         LoadCtx ctx = {(void *) fn, userdata};
         return for_each_row(st, true, job_row, &ctx);
 }
@@ -590,6 +597,85 @@ int store_ranks_load(Store *store, StoreRankFn fn, void *userdata) {
                 return r;
         LoadCtx ctx = {(void *) fn, userdata};
         return for_each_row(st, true, rank_row, &ctx);
+}
+
+int store_job_load(Store *store, int64_t id, StoreJobFn job_fn, StoreAttemptFn attempt_fn,
+                   StoreRankFn rank_fn, void *userdata) {
+        static const char *const sql[] = {
+                "SELECT " JOB_COLUMNS " FROM job WHERE id = ?",
+                "SELECT job, attempt, resume_step, resume_path, started_ms, ended_ms,"
+                " end_reason, blamed_node, detail FROM attempt WHERE job = ? ORDER BY attempt",
+                "SELECT r.job, r.attempt, r.rank, r.node, r.devices, r.state, r.alive,"
+                " r.pid, r.exit_code, r.signal, r.step, r.local_rank, r.node_rank"
+                " FROM rank r JOIN job j ON j.id = r.job AND j.attempt = r.attempt"
+                " WHERE r.job = ? ORDER BY r.rank",
+        };
+        int (*const rows[])(sqlite3_stmt *, void *) = {job_row, attempt_row, rank_row};
+        void *const fns[] = {(void *) job_fn, (void *) attempt_fn, (void *) rank_fn};
+        for (size_t q = 0; q < 3; q++) {
+                sqlite3_stmt *st;
+                int r = query(store, sql[q], &st);
+                if (r < 0)
+                        return r;
+                bind_int(st, 1, id);
+                LoadCtx ctx = {fns[q], userdata};
+                if ((r = for_each_row(st, true, rows[q], &ctx)) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int store_job_next_id(Store *store, int64_t *ret_id) {
+        sqlite3_stmt *st;
+        int r = query(store, "SELECT COALESCE(MAX(id), 0) + 1 FROM job", &st);
+        if (r < 0)
+                return r;
+        if (sqlite3_step(st) == SQLITE_ROW)
+                *ret_id = sqlite3_column_int64(st, 0);
+        else
+                r = errno_from_sqlite(sqlite3_errcode(store->db));
+        sqlite3_finalize(st);
+        return r;
+}
+
+int store_job_find_key(Store *store, const char *project, const char *key, int64_t *ret_id) {
+        sqlite3_stmt *st;
+        int r = query(store, "SELECT id FROM job WHERE project = ? AND idempotency_key = ?", &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, project);
+        bind_text(st, 2, key);
+        *ret_id = 0;
+        if (sqlite3_step(st) == SQLITE_ROW)
+                *ret_id = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        return 0;
+}
+
+typedef struct IdCtx {
+        StoreIdFn fn;
+        void *userdata;
+} IdCtx;
+
+static int id_row(sqlite3_stmt *st, void *p) {
+        IdCtx *ctx = p;
+        return ctx->fn(ctx->userdata, sqlite3_column_int64(st, 0));
+}
+
+int store_jobs_list(Store *store, int64_t before, const char *state, const char *project,
+                    StoreIdFn fn, void *userdata) {
+        sqlite3_stmt *st;
+        int r = query(store,
+                      "SELECT id FROM job WHERE id < ?1 AND (?2 IS NULL OR state = ?2)"
+                      " AND (?3 IS NULL OR project = ?3) ORDER BY id DESC",
+                      &st);
+        if (r < 0)
+                return r;
+        bind_int(st, 1, before > 0 ? before : INT64_MAX);
+        bind_text(st, 2, state);
+        bind_text(st, 3, project);
+        IdCtx ctx = {fn, userdata};
+        return for_each_row(st, true, id_row, &ctx);
 }
 
 static int node_row(sqlite3_stmt *st, void *p) {

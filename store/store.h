@@ -138,7 +138,21 @@ int store_token_find(Store *store, const char *hash, StoreTokenFn fn, void *user
 int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata);
 
 /* Loaders call fn for each row in key order; a negative return from fn stops and is returned. */
-int store_jobs_load(Store *store, StoreJobFn fn, void *userdata);
+/* Every job but those over before retire_before_ms (wall) with no rank that may still run:
+ * those stay in the store only (axctld --job-retention-s). */
+int store_jobs_load(Store *store, int64_t retire_before_ms, StoreJobFn fn, void *userdata);
+/* One job with its attempts and the ranks of its latest attempt (nothing if none). */
+int store_job_load(Store *store, int64_t id, StoreJobFn job_fn, StoreAttemptFn attempt_fn,
+                   StoreRankFn rank_fn, void *userdata);
+/* The id after the highest stored. */
+int store_job_next_id(Store *store, int64_t *ret_id);
+/* The job of project submitted with idempotency key, *ret_id 0 when none. */
+int store_job_find_key(Store *store, const char *project, const char *key, int64_t *ret_id);
+/* Job ids below before (0: all), newest first, of that state and project (NULL: any);
+ * fn returns 0 to go on, > 0 to stop, -errno to fail. */
+typedef int (*StoreIdFn)(void *userdata, int64_t id);
+int store_jobs_list(Store *store, int64_t before, const char *state, const char *project,
+                    StoreIdFn fn, void *userdata);
 int store_attempts_load(Store *store, StoreAttemptFn fn, void *userdata);
 int store_ranks_load(Store *store, StoreRankFn fn, void *userdata);
 int store_nodes_load(Store *store, StoreNodeFn fn, void *userdata);

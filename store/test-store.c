@@ -94,7 +94,7 @@ static void test_idempotency_key_per_project(const char *dir) {
         CHECK_INT(store_job_put(s, &job), -EEXIST);
         CHECK_INT(store_rollback(s), 0);
         char keys[256] = "";
-        CHECK_INT(store_jobs_load(s, collect_keys, keys), 0);
+        CHECK_INT(store_jobs_load(s, 0, collect_keys, keys), 0);
         CHECK_STR(keys, "1:p1/k 2:p1/- 3:p2/k ");
         store_close(s);
 }
@@ -176,7 +176,7 @@ int main(void) {
         /* Reopening runs no migration twice and sees exactly the committed state. */
         CHECK_INT(store_open(path, &s), 0);
         int n = 0;
-        CHECK_INT(store_jobs_load(s, count_jobs, &n), 0);
+        CHECK_INT(store_jobs_load(s, 0, count_jobs, &n), 0);
         CHECK_INT(n, 1);
         n = 0;
         CHECK_INT(store_events_list(s, 1, 0, 100, count_events, &n), 0);
