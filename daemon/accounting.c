@@ -14,31 +14,53 @@
 #include "metrics.h"
 #include "util.h"
 
-void ctl_goodput_progress(Turn *t, Job *job, int64_t step, int64_t now_ms) {
+void ctl_goodput_progress(Turn *t, Job *job, const Rank *r, int64_t now_ms) {
         Attempt *a = job_current_attempt(job);
-        if (!a || a->end_reason != _END_REASON_INVALID || !job_attempt_live(job))
+        /* Rank 0's step alone: the gang moves together, rank 0 writes the checkpoints,
+         * and one node's syncs come at a steady pace, so the gaps between its advances
+         * are regular and a stall around a commit stands out. Other nodes' reports, at
+         * other phases, would make the gaps ragged. */
+        if (r->rank != 0 || !a || a->end_reason != _END_REASON_INVALID || !job_attempt_live(job))
                 return;
+        int64_t step = r->step;
         JobProgress *p = &job->progress;
         if (p->attempt != a->attempt)
                 *p = (JobProgress){.attempt = a->attempt, .step = -1};
         if (step <= p->step)
                 return;
-        if (p->step < 0 || a->first_progress_ms == 0) {
-                if (a->first_progress_ms == 0) {
-                        a->first_progress_ms = now_ms; /* start-up ends: saved at once */
+        if (a->first_progress_ms == 0) {
+                /* The first step done ends start-up; a step at or below the one resumed
+                 * from (that many trainers write first) only says where they start. */
+                if (step > a->resume_step || p->step >= 0) {
+                        a->first_progress_ms = now_ms; /* saved at once */
                         a->dirty = true;
                         turn_job_dirty(t, job);
                 }
+                p->prev_step = -1;
         } else if (p->ckpt_pending) {
-                /* The step stood still around a commit: what that took beyond an ordinary
-                 * gap between advances is the checkpoint's cost. */
-                int64_t gap = now_ms - p->advanced_ms;
-                int64_t usual = p->n_gaps > 0 ? p->gap_sum_ms / p->n_gaps : 0;
-                a->ckpt_stall_ms += gap > usual ? gap - usual : 0;
-                a->n_ckpt_stalls++;
+                /*
+                 * The steps stood still while a checkpoint was written: the time since the
+                 * advance before the last (the last may already have caught the stall's
+                 * start) beyond the steps' pace is its cost. Steps are seen at syncs, so
+                 * a sample is off by up to a sync period either way: samples are summed
+                 * as they are, not cut at zero, which would bias the sum upwards.
+                 */
+                if (p->prev_step >= 0 && p->steady_steps > 0) {
+                        double pace = (double) p->steady_ms / (double) p->steady_steps;
+                        a->ckpt_stall_ms += now_ms - p->prev_ms -
+                                            (int64_t) (pace * (double) (step - p->prev_step));
+                        a->n_ckpt_stalls++;
+                }
+                p->prev_step = -1; /* the stall's intervals do not tell the pace */
         } else {
-                p->gap_sum_ms += now_ms - p->advanced_ms;
-                p->n_gaps++;
+                /* The interval before the last is clean now: a stall in it would have
+                 * brought its checkpoint before this advance. */
+                if (p->prev_step >= 0) {
+                        p->steady_ms += p->advanced_ms - p->prev_ms;
+                        p->steady_steps += p->step - p->prev_step;
+                }
+                p->prev_step = p->step;
+                p->prev_ms = p->advanced_ms;
         }
         p->ckpt_pending = false;
         p->step = step;
@@ -82,7 +104,7 @@ GoodputSegment *ctl_goodput_timeline(const Job *job, int64_t now_ms, int *ret_n)
                                          .ckpt_stall_ms = a->ckpt_stall_ms,
                                          .failed_ms = a->failed_ms,
                                          .ended_ms = a->ended_ms,
-                                         .end_reason = a->end_reason};
+                                         .ended_for = a->end_reason};
         }
         GoodputJob gj = {.created_ms = job->created_ms,
                          .finished_ms = job_state_is_terminal(job->state) ? job->finished_ms : 0,
@@ -109,8 +131,8 @@ static void job_rate(const Job *job, int64_t now_ms, CtlFailureRate *rate) {
                 const Attempt *a = &job->attempts[i];
                 int64_t end = a->end_reason == _END_REASON_INVALID ? now_ms : a->ended_ms;
                 if (end > a->started_ms)
-                        rate->rank_seconds += (double) (end - a->started_ms) / 1000.0 *
-                                              job->spec->ranks;
+                        rate->rank_seconds +=
+                                (double) (end - a->started_ms) / 1000.0 * job->spec->ranks;
                 if (a->end_reason != _END_REASON_INVALID && is_interruption(a->end_reason))
                         rate->interruptions++;
         }
@@ -140,7 +162,9 @@ void ctl_goodput_advice(const Job *job, const CtlFailureRate *fleet, int64_t now
         }
         GoodputAdviceInput *in = &ret->in;
         in->interval_s = n_intervals > 0 ? (double) span_ms / 1000.0 / (double) n_intervals : 0;
-        in->cost_s = n_stalls > 0 ? (double) stall_ms / 1000.0 / (double) n_stalls : 0;
+        /* A sum at or below zero says the commits cost nothing measurable. */
+        in->cost_s =
+                n_stalls > 0 && stall_ms > 0 ? (double) stall_ms / 1000.0 / (double) n_stalls : 0;
         CtlFailureRate own = {0};
         job_rate(job, now_ms, &own);
         if (own.interruptions >= ADVICE_OWN_INTERRUPTIONS) {
@@ -157,10 +181,10 @@ void ctl_goodput_advice(const Job *job, const CtlFailureRate *fleet, int64_t now
         free(s);
         int64_t per_failure = t.ms[GOODPUT_DETECTION] + t.ms[GOODPUT_HANG] + t.ms[GOODPUT_RESTART];
         double startup = job->n_attempts > 0 ? (double) t.ms[GOODPUT_STARTUP] / job->n_attempts : 0;
-        in->recovery_s = (startup + (own.interruptions > 0
-                                             ? (double) per_failure / (double) own.interruptions
-                                             : 0)) /
-                         1000.0;
+        in->recovery_s =
+                (startup +
+                 (own.interruptions > 0 ? (double) per_failure / (double) own.interruptions : 0)) /
+                1000.0;
         ret->advised = goodput_advise(in, &ret->advice);
 }
 

@@ -13,8 +13,8 @@
 #include "goodput.h" /* health/ */
 #include "transition.h"
 
-/* A rank of job's current attempt reported step at now_ms (wall). */
-void ctl_goodput_progress(Turn *t, Job *job, int64_t step, int64_t now_ms);
+/* Rank r of job's current attempt reported its step at now_ms (wall). */
+void ctl_goodput_progress(Turn *t, Job *job, const Rank *r, int64_t now_ms);
 /* Job's current attempt committed a checkpoint at now_ms (wall). */
 void ctl_goodput_checkpoint(Turn *t, Job *job, int64_t now_ms);
 /* Job's current attempt is about to end for reason, seen on node (NULL: none): records

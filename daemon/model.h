@@ -53,7 +53,7 @@ typedef struct Attempt {
         int64_t running_ms, first_progress_ms, last_progress_ms, failed_ms;
         int64_t first_ckpt_ms, last_ckpt_ms;
         int n_ckpts;
-        int64_t ckpt_stall_ms;
+        int64_t ckpt_stall_ms; /* signed: each sample is noisy, their sum is not biased */
         int n_ckpt_stalls;
         bool dirty;
 } Attempt;
@@ -63,8 +63,9 @@ typedef struct JobProgress {
         int attempt; /* the attempt these are of */
         int64_t step; /* the highest step any rank reported */
         int64_t advanced_ms; /* wall: when it last grew */
-        int64_t gap_sum_ms; /* between advances with no checkpoint in between */
-        int n_gaps;
+        int64_t prev_step, prev_ms; /* the advance before the last; prev_step -1: none */
+        int64_t steady_ms, steady_steps; /* between advances where no checkpoint was
+                                          * written: the pace of a step */
         bool ckpt_pending; /* a checkpoint came since the last advance: the gap is its cost */
 } JobProgress;
 

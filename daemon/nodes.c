@@ -175,7 +175,7 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
         }
         if (rr->step >= 0) {
                 r->step = rr->step; /* progress is liveness: kept in memory, saved on transitions */
-                ctl_goodput_progress(t, job, r->step, util_wall_ms());
+                ctl_goodput_progress(t, job, r, util_wall_ms());
         }
         HealthSeen seen = {.kind = HEALTH_SEEN_RANK,
                            .node = node->name,

@@ -75,7 +75,7 @@ static GoodputBucket gap_bucket(EndReason r) {
 
 /* Cuts one attempt, placed at s_ms and over at e_ms, into its segments. */
 static void attempt_segments(Timeline *t, const GoodputAttempt *a, int64_t s_ms, int64_t e_ms) {
-        bool live = a->end_reason == _END_REASON_INVALID;
+        bool live = a->ended_for == _END_REASON_INVALID;
         /* Work starts with the first progress; a trainer that reports no step is taken
          * to work from the moment every rank runs. */
         int64_t first = a->first_progress_ms > 0 ? a->first_progress_ms : a->running_ms;
@@ -84,7 +84,7 @@ static void attempt_segments(Timeline *t, const GoodputAttempt *a, int64_t s_ms,
          * failure noticed later (a lost node's last sync), else the end. */
         int64_t f_ms = e_ms;
         GoodputBucket tail = GOODPUT_DETECTION;
-        if (!live && a->end_reason == END_HANG) {
+        if (!live && a->ended_for == END_HANG) {
                 tail = GOODPUT_HANG;
                 f_ms = a->last_progress_ms > 0 ? clamp(a->last_progress_ms, p_ms, e_ms) : p_ms;
         } else if (!live && a->failed_ms > 0)
@@ -92,7 +92,7 @@ static void attempt_segments(Timeline *t, const GoodputAttempt *a, int64_t s_ms,
         if (p_ms > f_ms)
                 p_ms = f_ms;
         emit(t, GOODPUT_STARTUP, a->attempt, s_ms, p_ms, 0);
-        GoodputBucket loss = live ? _GOODPUT_BUCKET_INVALID : loss_bucket(a->end_reason);
+        GoodputBucket loss = live ? _GOODPUT_BUCKET_INVALID : loss_bucket(a->ended_for);
         /* A failure throws away what followed the attempt's last checkpoint (all of its
          * work when it committed none). */
         int64_t kept_ms = f_ms;
@@ -114,14 +114,14 @@ GoodputSegment *goodput_timeline(const GoodputJob *job, int64_t now_ms, int *ret
                 const GoodputAttempt *a = &job->attempts[i];
                 int64_t s_ms = a->started_ms > prev_ms ? a->started_ms : prev_ms;
                 emit(&t, gap, prev_attempt, prev_ms, s_ms, 0);
-                bool live = a->end_reason == _END_REASON_INVALID;
+                bool live = a->ended_for == _END_REASON_INVALID;
                 int64_t e_ms = live ? end_ms : a->ended_ms;
                 if (e_ms < s_ms)
                         e_ms = s_ms;
                 attempt_segments(&t, a, s_ms, e_ms);
                 prev_ms = e_ms;
                 prev_attempt = a->attempt;
-                gap = live ? GOODPUT_PRODUCTIVE : gap_bucket(a->end_reason);
+                gap = live ? GOODPUT_PRODUCTIVE : gap_bucket(a->ended_for);
         }
         emit(&t, gap, prev_attempt, prev_ms, end_ms > prev_ms ? end_ms : prev_ms, 0);
         *ret_n = t.n;

@@ -36,11 +36,12 @@ typedef struct GoodputAttempt {
         int64_t running_ms; /* every rank running */
         int64_t first_progress_ms, last_progress_ms; /* the step advanced */
         int64_t last_ckpt_ms; /* the newest checkpoint this attempt committed */
-        int64_t ckpt_stall_ms; /* measured checkpoint cost within it */
+        int64_t ckpt_stall_ms; /* measured checkpoint cost within it: a sum of noisy
+                                * samples, counted as 0 when negative */
         int64_t failed_ms; /* when the failure happened by the evidence (a lost node's last
                             * sync); 0: when it was noticed */
         int64_t ended_ms; /* noticed, or ended; 0 while live */
-        EndReason end_reason; /* _END_REASON_INVALID while live */
+        EndReason ended_for; /* why it ended; _END_REASON_INVALID while live */
 } GoodputAttempt;
 
 typedef struct GoodputJob {

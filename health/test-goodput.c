@@ -47,14 +47,15 @@ static void test_failure_and_recovery(void) {
                  .ckpt_stall_ms = 3,
                  .failed_ms = 80,
                  .ended_ms = 86,
-                 .end_reason = END_NODE_LOST},
+                 .ended_for = END_NODE_LOST},
                 {.attempt = 2,
                  .started_ms = 90,
                  .running_ms = 92,
                  .first_progress_ms = 95,
                  .last_progress_ms = 199,
+                 .ckpt_stall_ms = -5, /* noise below zero costs nothing */
                  .ended_ms = 200,
-                 .end_reason = END_SUCCEEDED},
+                 .ended_for = END_SUCCEEDED},
         };
         GoodputJob job = {.created_ms = 0, .finished_ms = 200, .attempts = a, .n_attempts = 2};
         GoodputTotals t = check_timeline(&job, 1000, 200);
@@ -80,14 +81,14 @@ static void test_hang_and_preemption(void) {
                  .last_progress_ms = 50,
                  .last_ckpt_ms = 40,
                  .ended_ms = 80,
-                 .end_reason = END_HANG},
+                 .ended_for = END_HANG},
                 {.attempt = 2,
                  .started_ms = 85,
                  .first_progress_ms = 90,
                  .last_ckpt_ms = 100,
                  .ended_ms = 110,
-                 .end_reason = END_PREEMPTED},
-                {.attempt = 3, .started_ms = 130, .end_reason = _END_REASON_INVALID},
+                 .ended_for = END_PREEMPTED},
+                {.attempt = 3, .started_ms = 130, .ended_for = _END_REASON_INVALID},
         };
         GoodputJob job = {.created_ms = 0, .attempts = a, .n_attempts = 3};
         GoodputTotals t = check_timeline(&job, 150, 150);
@@ -110,7 +111,7 @@ static void test_edges(void) {
                  .started_ms = 100,
                  .running_ms = 110,
                  .ended_ms = 150,
-                 .end_reason = END_RANK_EXIT},
+                 .ended_for = END_RANK_EXIT},
         };
         GoodputJob job = {.created_ms = 100, .finished_ms = 160, .attempts = a, .n_attempts = 1};
         GoodputTotals t = check_timeline(&job, 500, 160);
@@ -133,8 +134,8 @@ static void test_edges(void) {
                  .last_ckpt_ms = 10,
                  .failed_ms = 5,
                  .ended_ms = 45,
-                 .end_reason = END_NODE_LOST},
-                {.attempt = 2, .started_ms = 30, .end_reason = _END_REASON_INVALID},
+                 .ended_for = END_NODE_LOST},
+                {.attempt = 2, .started_ms = 30, .ended_for = _END_REASON_INVALID},
         };
         GoodputJob weird = {.created_ms = 20, .attempts = odd, .n_attempts = 2};
         check_timeline(&weird, 70, 70);
@@ -146,7 +147,7 @@ static void test_window(void) {
                                .started_ms = 1,
                                .first_progress_ms = 1,
                                .ckpt_stall_ms = 10,
-                               .end_reason = _END_REASON_INVALID}};
+                               .ended_for = _END_REASON_INVALID}};
         GoodputJob job = {.created_ms = 1, .attempts = a, .n_attempts = 1};
         int n;
         GoodputSegment *s = goodput_timeline(&job, 101, &n);
