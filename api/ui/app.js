@@ -24,7 +24,7 @@ function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
 // A token handed over in the fragment (#token=...) is taken and removed from the address
 // at once; the fragment never reaches the server.
 function takeFragmentToken() {
-  const m = /^#token=([A-Za-z0-9._~+\/=-]+)$/.exec(location.hash);
+  const m = /^#token=([A-Za-z0-9_.~+\/=-]+)$/.exec(location.hash);
   if (!m) return;
   sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
   history.replaceState(null, "", location.pathname + location.search);
