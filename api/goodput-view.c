@@ -36,19 +36,18 @@ static json_t *view_totals(const GoodputTotals *t) {
         for (int b = 0; b < _GOODPUT_BUCKET_MAX; b++)
                 json_object_set_new(buckets, goodput_bucket_to_string((GoodputBucket) b),
                                     seconds(t->ms[b]));
-        return json_pack("{s:o,s:o,s:o,s:o}", "ratio", ratio_or_null(goodput_ratio(t)),
-                         "elapsed_s", seconds(t->elapsed_ms), "allocated_s",
-                         seconds(goodput_allocated_ms(t)), "seconds", buckets);
+        return json_pack("{s:o,s:o,s:o,s:o}", "ratio", ratio_or_null(goodput_ratio(t)), "elapsed_s",
+                         seconds(t->elapsed_ms), "allocated_s", seconds(goodput_allocated_ms(t)),
+                         "seconds", buckets);
 }
 
 static json_t *view_timeline(const GoodputSegment *s, int n) {
         json_t *a = json_array();
         for (int i = 0; i < n; i++) {
-                json_t *seg = json_pack("{s:s,s:i,s:o,s:o,s:o}", "bucket",
-                                        goodput_bucket_to_string(s[i].bucket), "attempt",
-                                        s[i].attempt, "start", timestamp(s[i].from_ms), "end",
-                                        timestamp(s[i].to_ms), "seconds",
-                                        seconds(s[i].to_ms - s[i].from_ms));
+                json_t *seg = json_pack(
+                        "{s:s,s:i,s:o,s:o,s:o}", "bucket", goodput_bucket_to_string(s[i].bucket),
+                        "attempt", s[i].attempt, "start", timestamp(s[i].from_ms), "end",
+                        timestamp(s[i].to_ms), "seconds", seconds(s[i].to_ms - s[i].from_ms));
                 if (s[i].ckpt_ms > 0)
                         json_object_set_new(seg, "checkpoint_s", seconds(s[i].ckpt_ms));
                 json_array_append_new(a, seg);
@@ -66,8 +65,8 @@ static json_t *view_advice(Controller *ctl, const Job *job, int64_t now) {
         CtlCheckpointAdvice a;
         ctl_goodput_advice(job, &fleet, now, &a);
         json_t *j = json_pack(
-                "{s:o,s:o,s:o,s:s,s:o}", "interval_s", positive_or_null(a.in.interval_s),
-                "cost_s", positive_or_null(a.in.cost_s), "mtbf_s", positive_or_null(a.in.mtbf_s),
+                "{s:o,s:o,s:o,s:s,s:o}", "interval_s", positive_or_null(a.in.interval_s), "cost_s",
+                positive_or_null(a.in.cost_s), "mtbf_s", positive_or_null(a.in.mtbf_s),
                 "mtbf_source", a.mtbf_from_job ? "job" : "fleet", "recovery_s",
                 json_real(a.in.recovery_s));
         json_object_set_new(j, "advised_interval_s",
