@@ -32,6 +32,8 @@
 
 /* The OpenAPI document, embedded at build time from api/openapi.json. */
 extern const char api_openapi_json[];
+/* The status page, embedded at build time from api/ui/. */
+extern const char api_ui_index_html[], api_ui_app_js[], api_ui_app_css[];
 
 #define API_MAX_BODY (1024 * 1024)
 #define API_FD_RESERVE 256
@@ -141,6 +143,17 @@ static void request_set_unavailable(Request *req, const char *why) {
         request_set_error(req, 503, "unavailable", NULL, why);
 }
 
+/* The status page loads nothing but its own files and the API, and no one frames it. */
+static void ui_headers(struct MHD_Response *resp) {
+        MHD_add_response_header(resp, "Content-Security-Policy",
+                                "default-src 'none'; script-src 'self'; style-src 'self'; "
+                                "connect-src 'self'; base-uri 'none'; form-action 'none'; "
+                                "frame-ancestors 'none'");
+        MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+}
+
 static enum MHD_Result queue_answer(struct MHD_Connection *con, Request *req) {
         char *text = req->answer ? req->answer : xstrdup("{}");
         req->answer = NULL;
@@ -163,6 +176,8 @@ static enum MHD_Result queue_answer(struct MHD_Connection *con, Request *req) {
                 MHD_add_response_header(resp, "Location", req->location);
         if (req->status == 401)
                 MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"axctl\"");
+        if (req->route == ROUTE_UI || req->route == ROUTE_UI_SCRIPT || req->route == ROUTE_UI_STYLE)
+                ui_headers(resp);
         enum MHD_Result r = MHD_queue_response(con, req->status, resp);
         MHD_destroy_response(resp);
         return r;
@@ -676,11 +691,42 @@ static void handle_metrics(Api *api, Request *req) {
         req->content_type = "text/plain; version=0.0.4";
 }
 
-static void handle_openapi(Request *req) {
+static void handle_static(Request *req, const char *text, const char *content_type) {
         free(req->answer);
         req->status = 200;
-        req->answer = xstrdup(api_openapi_json);
-        req->content_type = "application/json";
+        req->answer = xstrdup(text);
+        req->content_type = content_type;
+}
+
+typedef struct GoodputAccess {
+        const Api *api;
+        const Request *req;
+} GoodputAccess;
+
+static bool goodput_visible(void *userdata, const char *project) {
+        GoodputAccess *a = userdata;
+        return may_see_project(a->api, a->req, project);
+}
+
+static void handle_goodput(Api *api, Request *req, struct MHD_Connection *con) {
+        const char *project = query(con, "project"), *since_s = query(con, "since");
+        const char *timeline = query(con, "timeline");
+        if (project && !may_see_project(api, req, project)) {
+                request_set_forbidden(req, "see the goodput of that project");
+                return;
+        }
+        int64_t since = 0;
+        if (since_s && view_parse_since(since_s, util_wall_ms(), &since) < 0) {
+                request_set_error(req, 400, "bad_request", "since",
+                                  "since must be a duration back from now (90s, 30m, 24h, 7d) "
+                                  "or an RFC 3339 UTC time");
+                return;
+        }
+        GoodputAccess access = {api, req};
+        request_set_answer(req, 200,
+                           view_goodput(api->ctl, project, since,
+                                        timeline && strcmp(timeline, "1") == 0, goodput_visible,
+                                        &access));
 }
 
 static void handle_healthz(Api *api, Request *req) {
@@ -771,7 +817,19 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 handle_metrics(api, req);
                 break;
         case ROUTE_OPENAPI:
-                handle_openapi(req);
+                handle_static(req, api_openapi_json, "application/json");
+                break;
+        case ROUTE_GOODPUT:
+                handle_goodput(api, req, con);
+                break;
+        case ROUTE_UI:
+                handle_static(req, api_ui_index_html, "text/html; charset=utf-8");
+                break;
+        case ROUTE_UI_SCRIPT:
+                handle_static(req, api_ui_app_js, "text/javascript; charset=utf-8");
+                break;
+        case ROUTE_UI_STYLE:
+                handle_static(req, api_ui_app_css, "text/css; charset=utf-8");
                 break;
         case ROUTE_JOBS_SUBMIT:
                 handle_submit(api, req, con);

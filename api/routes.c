@@ -26,6 +26,10 @@ const ApiRouteInfo api_routes[_ROUTE_MAX] = {
         [ROUTE_QUOTAS] = {"GET", "/v1/quotas", ADMIN | USER},
         [ROUTE_AGENT_REGISTER] = {"POST", "/v1/agent/register", ADMIN | AGENT},
         [ROUTE_AGENT_SYNC] = {"POST", "/v1/agent/sync", ADMIN | AGENT},
+        [ROUTE_GOODPUT] = {"GET", "/v1/goodput", ADMIN | USER},
+        [ROUTE_UI] = {"GET", "/", API_ROLE_OPEN | ADMIN | USER | AGENT},
+        [ROUTE_UI_SCRIPT] = {"GET", "/ui/app.js", API_ROLE_OPEN | ADMIN | USER | AGENT},
+        [ROUTE_UI_STYLE] = {"GET", "/ui/app.css", API_ROLE_OPEN | ADMIN | USER | AGENT},
 };
 
 #undef ADMIN

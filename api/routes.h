@@ -28,6 +28,10 @@ typedef enum ApiRoute {
         ROUTE_QUOTAS,
         ROUTE_AGENT_REGISTER,
         ROUTE_AGENT_SYNC,
+        ROUTE_GOODPUT,
+        ROUTE_UI, /* the status page and its files: no data, open, like /healthz */
+        ROUTE_UI_SCRIPT,
+        ROUTE_UI_STYLE,
         _ROUTE_MAX,
         ROUTE_NOT_FOUND = _ROUTE_MAX, /* for counting: requests that matched nothing */
 } ApiRoute;

@@ -68,6 +68,7 @@ json_t *view_job(Controller *ctl, Job *job, bool with_details) {
                                     ? json_pack("{s:I,s:s}", "step", (json_int_t) job->ckpt_step,
                                                 "path", job->ckpt_path ? job->ckpt_path : "")
                                     : json_null());
+        json_object_set_new(j, "goodput", view_job_goodput(ctl, job, with_details));
         if (!with_details)
                 return j;
         json_t *ranks = json_array();

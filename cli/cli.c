@@ -21,6 +21,7 @@ static const CliCommand commands[] = {
         {"logs", cli_cmd_logs, "print (or follow) a rank's log"},
         {"events", cli_cmd_events, "print (or follow) the audit trail"},
         {"nodes", cli_cmd_nodes, "list nodes"},
+        {"goodput", cli_cmd_goodput, "goodput and badput by cause, per job and project"},
         {"drain", cli_cmd_drain, "stop placing ranks on a node"},
         {"undrain", cli_cmd_undrain, "return a node to service"},
 };

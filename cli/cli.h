@@ -252,6 +252,12 @@ int cli_cmd_list(CliContext *ctx, int argc, char **argv);
 int cli_cmd_cancel(CliContext *ctx, int argc, char **argv);
 int cli_cmd_wait(CliContext *ctx, int argc, char **argv);
 
+/* ---- goodput.c ---- */
+
+/* The "goodput:", "badput:" and "advice:" lines of a job view's goodput object. */
+void cli_print_goodput(FILE *f, json_t *goodput);
+int cli_cmd_goodput(CliContext *ctx, int argc, char **argv);
+
 /* ---- logs.c ---- */
 
 /* Finds the last "--- axctl environment ---" ... "--- end environment ---" block of a

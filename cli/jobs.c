@@ -214,7 +214,8 @@ static const char status_help[] =
         "\n"
         "Without JOB, the same as `axctl list`. With JOB, a summary (\"key: value\" lines:\n"
         "job, name, project, user, state, attempt, restarts, reason, exit code, created,\n"
-        "started, finished, checkpoint, command), then an ATTEMPT table and a RANK table.\n"
+        "started, finished, checkpoint, goodput, badput by cause, checkpoint advice when\n"
+        "measured, command), then an ATTEMPT table and a RANK table.\n"
         "\n"
         "  --env          print the environment each rank got (from its log), as\n"
         "                 \"# rank N\" followed by KEY=VALUE lines; with --json,\n"
@@ -323,6 +324,7 @@ static void print_job_summary(FILE *f, json_t *job) {
         } else {
                 fprintf(f, "%-12s-\n", "checkpoint:");
         }
+        cli_print_goodput(f, json_object_get(job, "goodput"));
 
         json_t *command = json_object_get(json_object_get(job, "spec"), "command");
         if (json_is_array(command)) {

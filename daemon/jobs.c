@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accounting.h"
 #include "jobs.h"
 #include "log.h"
 #include "persist.h"
@@ -176,6 +177,7 @@ void jobs_attempt_failed(Controller *ctl, Job *job, Node *node, const HealthFind
                            "failures of %d or more jobs of different owners within %llds",
                            ctl->cfg.quarantine_after,
                            (long long) (ctl->cfg.quarantine_window_ms / 1000));
+        ctl_goodput_failing(job, node, f->reason);
         tr_attempt_end(t, job, f->reason, j.blame ? node->name : NULL, f->detail);
         if (j.blame) {
                 turn_node_dirty(t, node);

@@ -4,6 +4,7 @@
  * (jobs by state, ranks running, nodes by state) and the counters and histograms the
  * core keeps (restarts by reason, recovery latency, scheduler pass, database commit).
  */
+#include "accounting.h"
 #include "controller-internal.h"
 
 void ctl_metrics_write(Controller *ctl, FILE *f) {
@@ -51,4 +52,5 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
                              "State transitions refused as illegal: each one is a bug.");
         fprintf(f, "axctl_illegal_transitions_total %llu\n",
                 (unsigned long long) ctl->turn.n_illegal);
+        ctl_goodput_metrics_write(ctl, f);
 }

@@ -47,8 +47,27 @@ typedef struct Attempt {
         EndReason end_reason; /* _END_REASON_INVALID while live */
         char *blamed_node;
         char *detail;
+        /* For goodput (daemon/goodput.c), wall ms, 0 where not seen: every rank running,
+         * the step's first and last advance, when the failure happened by its evidence,
+         * the checkpoints it committed and the progress stalls measured around them. */
+        int64_t running_ms, first_progress_ms, last_progress_ms, failed_ms;
+        int64_t first_ckpt_ms, last_ckpt_ms;
+        int n_ckpts;
+        int64_t ckpt_stall_ms; /* signed: each sample is noisy, their sum is not biased */
+        int n_ckpt_stalls;
         bool dirty;
 } Attempt;
+
+/* How the current attempt's step advances, in memory only (daemon/goodput.c). */
+typedef struct JobProgress {
+        int attempt; /* the attempt these are of */
+        int64_t step; /* the highest step any rank reported */
+        int64_t advanced_ms; /* wall: when it last grew */
+        int64_t prev_step, prev_ms; /* the advance before the last; prev_step -1: none */
+        int64_t steady_ms, steady_steps; /* between advances where no checkpoint was
+                                          * written: the pace of a step */
+        bool ckpt_pending; /* a checkpoint came since the last advance: the gap is its cost */
+} JobProgress;
 
 #define JOB_FINE_NODES 4
 
@@ -74,6 +93,7 @@ typedef struct Job {
         int64_t failed_at_ms; /* monotonic: when the last failure was detected, 0 none */
         int quick_failures; /* failures in a row without progress: the backoff exponent */
         int64_t best_step; /* highest step any ended attempt reached; -1: none */
+        JobProgress progress;
         /* Where it last ran fine (memory only): hashes of the nodes of attempts that made
          * progress and ended through no failure of the job's own (drain, preemption,
          * another node's fault), newest last. Its failure on another node is then

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accounting.h"
 #include "checkpoint.h"
 #include "jobs.h"
 #include "log.h"
@@ -176,8 +177,10 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
                 r->pid = rr->pid;
                 turn_rank_dirty(t, job, r);
         }
-        if (rr->step >= 0)
+        if (rr->step >= 0) {
                 r->step = rr->step; /* progress is liveness: kept in memory, saved on transitions */
+                ctl_goodput_progress(t, job, r, util_wall_ms());
+        }
         HealthSeen seen = {.kind = HEALTH_SEEN_RANK,
                            .node = node->name,
                            .rank = r->rank,
@@ -265,6 +268,7 @@ static void checkpoint_report(Controller *ctl, Node *node, const WireCheckpoint 
         int r = turn_write(t) ? store_checkpoint_put(t->store, &sc) : 0;
         if (r < 0)
                 turn_fail(t, r, "cannot record a checkpoint: %s", store_last_error(t->store));
+        ctl_goodput_checkpoint(t, job, sc.committed_ms);
         turn_event(t, job->id, NULL, "checkpoint", "step %lld committed at %s (attempt %d)",
                    (long long) c->step, c->path, c->attempt);
 }

@@ -67,7 +67,16 @@ static int persist_job(Store *store, Job *job) {
                                    .ended_ms = opt_ms(a->ended_ms),
                                    .end_reason = end_reason_to_string(a->end_reason),
                                    .blamed_node = a->blamed_node,
-                                   .detail = a->detail};
+                                   .detail = a->detail,
+                                   .running_ms = opt_ms(a->running_ms),
+                                   .first_progress_ms = opt_ms(a->first_progress_ms),
+                                   .last_progress_ms = opt_ms(a->last_progress_ms),
+                                   .failed_ms = opt_ms(a->failed_ms),
+                                   .first_ckpt_ms = opt_ms(a->first_ckpt_ms),
+                                   .last_ckpt_ms = opt_ms(a->last_ckpt_ms),
+                                   .n_ckpts = a->n_ckpts,
+                                   .ckpt_stall_ms = a->ckpt_stall_ms,
+                                   .n_ckpt_stalls = a->n_ckpt_stalls};
                 r = store_attempt_put(store, &sa);
                 a->dirty = false;
         }
@@ -191,6 +200,15 @@ static int load_attempt(void *ud, const StoreAttempt *sa) {
                 .ended_ms = from_opt(sa->ended_ms, 0),
                 .blamed_node = sa->blamed_node ? xstrdup(sa->blamed_node) : NULL,
                 .detail = sa->detail ? xstrdup(sa->detail) : NULL,
+                .running_ms = from_opt(sa->running_ms, 0),
+                .first_progress_ms = from_opt(sa->first_progress_ms, 0),
+                .last_progress_ms = from_opt(sa->last_progress_ms, 0),
+                .failed_ms = from_opt(sa->failed_ms, 0),
+                .first_ckpt_ms = from_opt(sa->first_ckpt_ms, 0),
+                .last_ckpt_ms = from_opt(sa->last_ckpt_ms, 0),
+                .n_ckpts = sa->n_ckpts,
+                .ckpt_stall_ms = sa->ckpt_stall_ms,
+                .n_ckpt_stalls = sa->n_ckpt_stalls,
         };
         tr_attempt_restore(&job->attempts[job->n_attempts - 1], sa->end_reason);
         return 0;

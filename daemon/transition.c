@@ -227,6 +227,11 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
                            *job->reason ? ": " : "", job->reason);
                 job->state = to;
         }
+        Attempt *a = job_current_attempt(job);
+        if (to == JOB_RUNNING && a && a->running_ms == 0) {
+                a->running_ms = util_wall_ms(); /* for goodput: start-up ends here at the latest */
+                a->dirty = true;
+        }
         if (job_state_is_terminal(to)) {
                 if (job->finished_ms == 0)
                         job->finished_ms = util_wall_ms();

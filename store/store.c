@@ -79,6 +79,17 @@ static const char *const migrations[] = {
          * restart of the controller, so the crash-loop limit cannot be reset by one */
         "ALTER TABLE job ADD COLUMN quick_failures INTEGER NOT NULL DEFAULT 0;"
         "ALTER TABLE job ADD COLUMN best_step INTEGER;",
+        /* 7: what goodput accounting needs of each attempt: when it ran, progressed,
+         * failed (by the evidence) and checkpointed, and what checkpoints cost it */
+        "ALTER TABLE attempt ADD COLUMN running_ms INTEGER;"
+        "ALTER TABLE attempt ADD COLUMN first_progress_ms INTEGER;"
+        "ALTER TABLE attempt ADD COLUMN last_progress_ms INTEGER;"
+        "ALTER TABLE attempt ADD COLUMN failed_ms INTEGER;"
+        "ALTER TABLE attempt ADD COLUMN first_ckpt_ms INTEGER;"
+        "ALTER TABLE attempt ADD COLUMN last_ckpt_ms INTEGER;"
+        "ALTER TABLE attempt ADD COLUMN n_ckpts INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE attempt ADD COLUMN ckpt_stall_ms INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE attempt ADD COLUMN n_ckpt_stalls INTEGER NOT NULL DEFAULT 0;",
 };
 
 enum {
@@ -114,7 +125,9 @@ static const char *const statement_sql[_STMT_MAX] = {
                          " quick_failures=excluded.quick_failures, best_step=excluded.best_step",
         [STMT_ATTEMPT_PUT] = "INSERT OR REPLACE INTO attempt (job, attempt, resume_step,"
                              " resume_path, started_ms, ended_ms, end_reason, blamed_node,"
-                             " detail) VALUES (?,?,?,?,?,?,?,?,?)",
+                             " detail, running_ms, first_progress_ms, last_progress_ms,"
+                             " failed_ms, first_ckpt_ms, last_ckpt_ms, n_ckpts, ckpt_stall_ms,"
+                             " n_ckpt_stalls) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [STMT_RANK_PUT] = "INSERT OR REPLACE INTO rank (job, attempt, rank, node, devices,"
                           " state, alive, pid, exit_code, signal, step, local_rank, node_rank)"
                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -397,6 +410,15 @@ int store_attempt_put(Store *store, const StoreAttempt *a) {
         bind_text(st, 7, a->end_reason);
         bind_text(st, 8, a->blamed_node);
         bind_text(st, 9, a->detail);
+        bind_int(st, 10, a->running_ms);
+        bind_int(st, 11, a->first_progress_ms);
+        bind_int(st, 12, a->last_progress_ms);
+        bind_int(st, 13, a->failed_ms);
+        bind_int(st, 14, a->first_ckpt_ms);
+        bind_int(st, 15, a->last_ckpt_ms);
+        bind_int(st, 16, a->n_ckpts);
+        bind_int(st, 17, a->ckpt_stall_ms);
+        bind_int(st, 18, a->n_ckpt_stalls);
         return step_done(st);
 }
 
@@ -548,6 +570,15 @@ static int attempt_row(sqlite3_stmt *st, void *p) {
                 .end_reason = col_text(st, 6),
                 .blamed_node = col_text(st, 7),
                 .detail = col_text(st, 8),
+                .running_ms = col_int(st, 9),
+                .first_progress_ms = col_int(st, 10),
+                .last_progress_ms = col_int(st, 11),
+                .failed_ms = col_int(st, 12),
+                .first_ckpt_ms = col_int(st, 13),
+                .last_ckpt_ms = col_int(st, 14),
+                .n_ckpts = (int) col_int(st, 15),
+                .ckpt_stall_ms = col_int(st, 16),
+                .n_ckpt_stalls = (int) col_int(st, 17),
         };
         return ((StoreAttemptFn) ctx->fn)(ctx->userdata, &a);
 }
@@ -556,7 +587,9 @@ int store_attempts_load(Store *store, StoreAttemptFn fn, void *userdata) {
         sqlite3_stmt *st;
         int r = query(store,
                       "SELECT job, attempt, resume_step, resume_path, started_ms, ended_ms,"
-                      " end_reason, blamed_node, detail FROM attempt ORDER BY job, attempt",
+                      " end_reason, blamed_node, detail, running_ms, first_progress_ms,"
+                      " last_progress_ms, failed_ms, first_ckpt_ms, last_ckpt_ms, n_ckpts,"
+                      " ckpt_stall_ms, n_ckpt_stalls FROM attempt ORDER BY job, attempt",
                       &st);
         if (r < 0)
                 return r;

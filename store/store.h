@@ -46,6 +46,12 @@ typedef struct StoreAttempt {
         const char *end_reason; /* NULL while running */
         const char *blamed_node;
         const char *detail;
+        /* Goodput's records (STORE_NONE: not seen): see daemon/model.h's Attempt. */
+        int64_t running_ms, first_progress_ms, last_progress_ms, failed_ms;
+        int64_t first_ckpt_ms, last_ckpt_ms;
+        int n_ckpts;
+        int64_t ckpt_stall_ms;
+        int n_ckpt_stalls;
 } StoreAttempt;
 
 typedef struct StoreRank {

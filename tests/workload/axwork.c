@@ -56,6 +56,7 @@ typedef struct Options {
         uint64_t steps;
         unsigned step_ms;
         uint64_t checkpoint_every;
+        unsigned checkpoint_ms; /* how long writing one takes, the steps standing still */
         uint64_t seed;
         int fault_rank; /* -1: faults hit every rank */
         const char *attempt_log;
@@ -410,6 +411,7 @@ static void usage(FILE *f) {
               "  --steps N                 total steps (default 20)\n"
               "  --step-ms M               time per step in ms (default 50)\n"
               "  --checkpoint-every K      rank 0 commits a checkpoint every K steps (0: never)\n"
+              "  --checkpoint-ms M         writing a checkpoint takes M ms (default 0)\n"
               "  --crash-at STEP[@ATTEMPT] SIGKILL itself on reaching STEP\n"
               "  --exit-at STEP:CODE[@ATTEMPT] exit with CODE on reaching STEP\n"
               "  --hang-at STEP[@ATTEMPT]  stop advancing on reaching STEP\n"
@@ -426,6 +428,7 @@ static int options_parse(int argc, char **argv, Options *o) {
                 ARG_STEPS = 0x100,
                 ARG_STEP_MS,
                 ARG_CHECKPOINT_EVERY,
+                ARG_CHECKPOINT_MS,
                 ARG_CRASH_AT,
                 ARG_EXIT_AT,
                 ARG_HANG_AT,
@@ -439,6 +442,7 @@ static int options_parse(int argc, char **argv, Options *o) {
                 {"steps", required_argument, NULL, ARG_STEPS},
                 {"step-ms", required_argument, NULL, ARG_STEP_MS},
                 {"checkpoint-every", required_argument, NULL, ARG_CHECKPOINT_EVERY},
+                {"checkpoint-ms", required_argument, NULL, ARG_CHECKPOINT_MS},
                 {"crash-at", required_argument, NULL, ARG_CRASH_AT},
                 {"exit-at", required_argument, NULL, ARG_EXIT_AT},
                 {"hang-at", required_argument, NULL, ARG_HANG_AT},
@@ -470,6 +474,11 @@ static int options_parse(int argc, char **argv, Options *o) {
                 case ARG_CHECKPOINT_EVERY:
                         if (parse_u64(optarg, &o->checkpoint_every) < 0)
                                 goto bad;
+                        break;
+                case ARG_CHECKPOINT_MS:
+                        if (parse_int(optarg, 0, 3600 * 1000, &ms) < 0)
+                                goto bad;
+                        o->checkpoint_ms = (unsigned) ms;
                         break;
                 case ARG_CRASH_AT:
                         kind = FAULT_CRASH;
@@ -581,6 +590,7 @@ int main(int argc, char **argv) {
                 attempt_log(&r, "step", "step=%" PRIu64, step);
                 if (r.rank == 0 && o.checkpoint_every > 0 && *r.checkpoint_dir &&
                     step % o.checkpoint_every == 0) {
+                        sleep_ms(&r, o.checkpoint_ms);
                         int k = checkpoint_write(&r, step, value);
                         if (k < 0)
                                 fprintf(stderr, "axwork: checkpoint %" PRIu64 " failed: %s\n", step,
