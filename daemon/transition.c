@@ -219,6 +219,7 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
                 snprintf(what, sizeof(what), "job %lld", (long long) job->id);
                 return refuse(t, what, job_state_to_string(job->state), job_state_to_string(to));
         }
+        JobState from = job->state;
         if (reason)
                 set_text(&job->reason, reason);
         if (job->state != to) {
@@ -239,9 +240,11 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
         }
         turn_job_dirty(t, job);
         /* Starting or running takes capacity, which cannot help anyone waiting; ending,
-         * restarting or going back to the queue can. */
+         * restarting or going back to the queue can, but a job leaving the queue (a
+         * cancelled pending job) frees only what the scheduler held for it. */
         t->effects |= TURN_SCHEDULE;
-        if (to != JOB_STARTING && to != JOB_RUNNING)
+        bool held = job->wait == SCHED_WAIT_RESERVED || job->wait == SCHED_WAIT_PREEMPTING;
+        if (to != JOB_STARTING && to != JOB_RUNNING && (from != JOB_PENDING || held))
                 t->effects |= TURN_SCHEDULE_FULL;
         return true;
 }
