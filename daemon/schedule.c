@@ -12,6 +12,9 @@
 #include "log.h"
 #include "util.h"
 
+/* Job shapes whose feasibility is remembered (a hostile user cannot grow it without end). */
+#define SCHED_VERDICTS_MAX 4096
+
 typedef struct Snapshot {
         SchedSnapshot s;
         SchedLabel *label_pool;
@@ -200,7 +203,17 @@ void schedule_init(Scheduling *s) {
         *s = (Scheduling){.next_restart_ms = INT64_MAX};
 }
 
+void schedule_fleet_changed(Scheduling *s) {
+        s->verdicts = strmap_free(s->verdicts);
+        if (!s->fleet)
+                return;
+        snapshot_free(s->fleet);
+        free(s->fleet);
+        s->fleet = NULL;
+}
+
 void schedule_clear(Scheduling *s) {
+        schedule_fleet_changed(s);
         sched_quota_free(s->quota);
         free(s->fresh);
         *s = (Scheduling){0};
@@ -303,18 +316,39 @@ bool schedule_pass(Controller *ctl, bool full, SchedResult *ret) {
         return true;
 }
 
+/* What feasibility depends on; jobs of one shape get the same verdict on one fleet. */
+static char *job_shape(const JobSpec *spec) {
+        _cleanup_free_ char *selector =
+                json_dumps(spec->node_selector, JSON_COMPACT | JSON_SORT_KEYS);
+        return xasprintf("%d %d %d %d %lld %s|%s|%s", spec->ranks, spec->ranks_per_node, spec->cpus,
+                         spec->accelerators_per_rank, (long long) spec->memory_mb,
+                         spec->accelerator ? spec->accelerator : "",
+                         spec->same_label ? spec->same_label : "", selector ? selector : "");
+}
+
 SchedWait schedule_feasible(Controller *ctl, const JobSpec *spec) {
-        Snapshot snap = {0};
-        snapshot_nodes(ctl, &snap, false);
-        /* Any node may come back: judge against every node the fleet has. */
-        for (int i = 0; i < snap.s.n_nodes; i++)
-                snap.s.nodes[i].schedulable = true;
+        /* A submit costs O(1), not a walk over the fleet, for a shape seen before. */
+        _cleanup_free_ char *shape = job_shape(spec);
+        if (!ctl->sched.verdicts)
+                ctl->sched.verdicts = strmap_new();
+        intptr_t seen = (intptr_t) strmap_get(ctl->sched.verdicts, shape);
+        if (seen > 0)
+                return (SchedWait) (seen - 1);
+        Snapshot *fleet = ctl->sched.fleet;
+        if (!fleet) {
+                fleet = ctl->sched.fleet = xcalloc(1, sizeof(Snapshot));
+                snapshot_nodes(ctl, fleet, false);
+                /* Any node may come back: judge against every node the fleet has. */
+                for (int i = 0; i < fleet->s.n_nodes; i++)
+                        fleet->s.nodes[i].schedulable = true;
+        }
         SchedLabel *sel = xcalloc(json_object_size(spec->node_selector) + 1, sizeof(SchedLabel));
         SchedJob sj;
         sched_job_fill(spec, NULL, &sj, sel);
-        SchedWait w = sched_job_feasible(snap.s.nodes, snap.s.n_nodes, &sj);
+        SchedWait w = sched_job_feasible(fleet->s.nodes, fleet->s.n_nodes, &sj);
         free(sel);
-        snapshot_free(&snap);
+        if (strmap_size(ctl->sched.verdicts) < SCHED_VERDICTS_MAX)
+                strmap_put(ctl->sched.verdicts, shape, (void *) (intptr_t) (w + 1));
         return w;
 }
 

@@ -22,12 +22,18 @@ typedef struct Scheduling {
         int64_t oldest_waiting_ms; /* wall: queue time of the oldest job at the last full pass */
         int64_t last_pass_ms; /* monotonic time of the last pass */
         int64_t next_restart_ms; /* earliest restart_at of a restarting job, INT64_MAX none */
+        /* Every node's whole capacity, for the feasibility check of each submit; built
+         * again after a node registers (schedule_fleet_changed). NULL: to build. */
+        struct Snapshot *fleet;
+        StrMap *verdicts; /* job shape -> its feasibility + 1, for the same fleet */
 } Scheduling;
 
 void schedule_init(Scheduling *s);
 void schedule_clear(Scheduling *s);
 /* A new job waits: the next pass looks at it even when nothing else changed. */
 void schedule_job_added(Scheduling *s, Job *job);
+/* A node joined or changed its inventory or labels: feasibility is judged afresh. */
+void schedule_fleet_changed(Scheduling *s);
 /* A restarting job may be placed from restart_at_ms (monotonic). */
 void schedule_restart_at(Scheduling *s, int64_t restart_at_ms);
 
