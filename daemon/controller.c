@@ -97,6 +97,13 @@ const char *ctl_failure(Controller *ctl) {
         return ctl->turn.failed ? ctl->turn.failure : NULL;
 }
 
+void ctl_serving_starts(Controller *ctl) {
+        int64_t now = util_now_ms();
+        for (int i = 0; i < ctl->model.n_nodes; i++)
+                if (ctl->model.nodes[i]->in_lease)
+                        model_node_touch(&ctl->model, ctl->model.nodes[i], now);
+}
+
 int64_t ctl_next_deadline_ms(Controller *ctl) {
         int64_t next = util_now_ms() + 1000;
         if (ctl_failure(ctl))

@@ -62,7 +62,9 @@ int ctl_new(const CtlConfig *config, Controller **ret);
 Controller *ctl_free(Controller *ctl);
 const CtlConfig *ctl_config(Controller *ctl);
 
-/* Loop integration. */
+/* Loop integration. Call ctl_serving_starts right before serving: the stored nodes'
+ * fresh leases count from then, not from when the database was read. */
+void ctl_serving_starts(Controller *ctl);
 int64_t ctl_next_deadline_ms(Controller *ctl); /* monotonic ms of the next timed work */
 void ctl_tick(Controller *ctl); /* leases, backoffs; call when the deadline passes */
 bool ctl_turn_has_writes(Controller *ctl);

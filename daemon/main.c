@@ -555,6 +555,7 @@ int main(int argc, char **argv) {
         int64_t next_watchdog = 0, next_status = util_now_ms() + STATUS_PERIOD_MS;
         notify_status(ctl, where, "READY=1\n", status, sizeof(status));
 
+        ctl_serving_starts(ctl);
         int64_t stop_at = 0; /* set when a turn failed */
         int64_t drain_until = 0; /* set on SIGTERM */
         for (;;) {

@@ -179,16 +179,37 @@ Job **model_node_jobs(const Node *node, int *ret_n) {
         return jobs;
 }
 
-void model_node_recount(Model *m, Node *node) {
+static void node_usage_reset(Node *node) {
         node->used_cpus = node->alive_ranks = 0;
         node->used_memory_mb = 0;
         node->n_jobs = 0;
         memset(node->device_used, 0, (size_t) node->n_devices * sizeof(int));
+}
+
+void model_node_recount(Node *node) {
+        /* Its job list names every job with an alive rank here: only those count. */
+        int n_jobs;
+        Job **jobs = model_node_jobs(node, &n_jobs);
+        node_usage_reset(node);
+        for (int j = 0; j < n_jobs; j++)
+                for (int k = 0; k < jobs[j]->n_ranks; k++) {
+                        Rank *r = &jobs[j]->ranks[k];
+                        if (r->alive && r->node_name && strcmp(r->node_name, node->name) == 0)
+                                model_node_hold(node, jobs[j], r, 1);
+                }
+        free(jobs);
+}
+
+void model_nodes_recount_all(Model *m) {
+        for (int i = 0; i < m->n_nodes; i++)
+                node_usage_reset(m->nodes[i]);
         for (int j = 0; j < m->n_active; j++) {
                 Job *job = m->active[j];
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *r = &job->ranks[k];
-                        if (r->alive && r->node_name && strcmp(r->node_name, node->name) == 0)
+                        Node *node =
+                                r->alive && r->node_name ? model_node_find(m, r->node_name) : NULL;
+                        if (node)
                                 model_node_hold(node, job, r, 1);
                 }
         }
@@ -199,7 +220,9 @@ void model_node_set_inventory(Node *node, json_t *inventory) {
                 free(node->devices[i].kind);
         free(node->devices);
         json_decref(node->inventory);
-        node->inventory = inventory ? json_deep_copy(inventory) : json_object();
+        /* Shared, not copied: nobody edits an inventory once parsed (a deep copy of
+         * every node's was most of a restart). */
+        node->inventory = inventory ? json_incref(inventory) : json_object();
         node->cpus = (int) json_int(node->inventory, "cpus", 0);
         node->memory_mb = json_int(node->inventory, "memory_mb", 0);
         json_t *acc = json_object_get(node->inventory, "accelerators");

@@ -222,7 +222,9 @@ void model_node_hold(Node *node, Job *job, const Rank *r, int delta);
  * since marking ranks gone edits the node's own list. */
 Job **model_node_jobs(const Node *node, int *ret_n);
 /* Recomputes a node's usage from the alive ranks (after load or a new inventory). */
-void model_node_recount(Model *m, Node *node);
+void model_node_recount(Node *node);
+/* The same for every node at once, after loading: one walk over the alive ranks. */
+void model_nodes_recount_all(Model *m);
 void model_node_set_inventory(Node *node, json_t *inventory);
 /* Free resources of a node. */
 void model_node_free_capacity(const Node *node, int *ret_cpus, int *ret_free_devices,

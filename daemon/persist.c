@@ -291,8 +291,7 @@ int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
         /* Ids are never reused, also those of jobs that stayed in the store. */
         if (next_id > m->next_job_id)
                 m->next_job_id = next_id;
-        for (int i = 0; i < m->n_nodes; i++)
-                model_node_recount(m, m->nodes[i]);
+        model_nodes_recount_all(m);
         /* Versions are not stored: make stop and start confirmations count from now. */
         for (int j = 0; j < m->n_active; j++) {
                 Job *job = m->active[j];
