@@ -888,19 +888,11 @@ static int goodput_row(sqlite3_stmt *st, void *p) {
         return ((StoreGoodputFn) ctx->fn)(ctx->userdata, &g);
 }
 
-int store_goodput_sum(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
-                      void *userdata) {
+/* Runs a goodput query whose ?1 is since_ms and ?2 the project (NULL: any). */
+static int goodput_query(Store *store, const char *sql, const char *project, int64_t since_ms,
+                         StoreGoodputFn fn, void *userdata) {
         sqlite3_stmt *st;
-        int r = query(store,
-                      "SELECT project, 0, SUM(finished_ms > created_ms), 0, 0, 1,"
-                      " SUM(productive_ms * accelerators), SUM(queueing_ms * accelerators),"
-                      " SUM(startup_ms * accelerators), SUM(lost_work_ms * accelerators),"
-                      " SUM(detection_ms * accelerators), SUM(restart_ms * accelerators),"
-                      " SUM(hang_ms * accelerators), SUM(preemption_ms * accelerators),"
-                      " SUM(checkpoint_ms * accelerators), SUM(interruptions), SUM(rank_ms)"
-                      " FROM job_goodput WHERE created_ms >= ?1 AND (?2 IS NULL OR project = ?2)"
-                      " GROUP BY project ORDER BY project",
-                      &st);
+        int r = query(store, sql, &st);
         if (r < 0)
                 return r;
         bind_int(st, 1, since_ms);
@@ -909,22 +901,29 @@ int store_goodput_sum(Store *store, const char *project, int64_t since_ms, Store
         return for_each_row(st, true, goodput_row, &ctx);
 }
 
+int store_goodput_sum(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
+                      void *userdata) {
+        return goodput_query(store,
+                             "SELECT project, 0, SUM(finished_ms > created_ms), 0, 0, 1,"
+                             " SUM(productive_ms * accelerators), SUM(queueing_ms * accelerators),"
+                             " SUM(startup_ms * accelerators), SUM(lost_work_ms * accelerators),"
+                             " SUM(detection_ms * accelerators), SUM(restart_ms * accelerators),"
+                             " SUM(hang_ms * accelerators), SUM(preemption_ms * accelerators),"
+                             " SUM(checkpoint_ms * accelerators), SUM(interruptions), SUM(rank_ms)"
+                             " FROM job_goodput WHERE created_ms >= ?1"
+                             " AND (?2 IS NULL OR project = ?2) GROUP BY project ORDER BY project",
+                             project, since_ms, fn, userdata);
+}
+
 int store_goodput_straddling(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
                              void *userdata) {
-        sqlite3_stmt *st;
-        int r = query(store,
-                      "SELECT project, job, 1, created_ms, finished_ms, "
-                      "accelerators, " GOODPUT_BUCKET_COLUMNS
-                      ", interruptions, rank_ms FROM job_goodput"
-                      " WHERE created_ms < ?1 AND finished_ms > ?1"
-                      " AND (?2 IS NULL OR project = ?2) ORDER BY job",
-                      &st);
-        if (r < 0)
-                return r;
-        bind_int(st, 1, since_ms);
-        bind_text(st, 2, project);
-        LoadCtx ctx = {(void *) fn, userdata};
-        return for_each_row(st, true, goodput_row, &ctx);
+        return goodput_query(store,
+                             "SELECT project, job, 1, created_ms, finished_ms, "
+                             "accelerators, " GOODPUT_BUCKET_COLUMNS
+                             ", interruptions, rank_ms FROM job_goodput"
+                             " WHERE created_ms < ?1 AND finished_ms > ?1"
+                             " AND (?2 IS NULL OR project = ?2) ORDER BY job",
+                             project, since_ms, fn, userdata);
 }
 
 int store_goodput_missing(Store *store, StoreIdFn fn, void *userdata) {
