@@ -134,25 +134,16 @@ int view_parse_since(const char *s, int64_t now_ms, int64_t *ret_ms) {
 
 #define REPORT_MAX_JOBS 1000
 
-typedef struct ReportProject {
-        const char *project;
-        int jobs;
-        GoodputTotals t;
-} ReportProject;
-
 typedef struct ReportCtx {
-        Controller *ctl;
         ViewProjectFilter visible;
         void *userdata;
         int64_t since, now;
         bool timelines;
-        GoodputTotals fleet;
-        ReportProject *projects;
-        int n_projects, cap_projects;
         json_t *jobs;
         bool truncated;
 } ReportCtx;
 
+/* A job's own figures in the window, for the report's list. */
 static bool report_job(void *userdata, Job *job) {
         ReportCtx *c = userdata;
         if (!c->visible(c->userdata, job->spec->project))
@@ -161,24 +152,12 @@ static bool report_job(void *userdata, Job *job) {
         GoodputSegment *s = ctl_goodput_timeline(job, c->now, &n);
         GoodputTotals own = {0};
         goodput_totals_add(&own, s, n, c->since, c->now + 1, 1);
-        if (own.elapsed_ms == 0) {
-                free(s); /* nothing of it lies in the window */
-                return true;
-        }
-        int64_t weight = ctl_goodput_weight(job);
-        goodput_totals_add(&c->fleet, s, n, c->since, c->now + 1, weight);
-        int k = 0;
-        while (k < c->n_projects && strcmp(c->projects[k].project, job->spec->project) != 0)
-                k++;
-        if (k == c->n_projects) {
-                GROW(c->projects, c->n_projects, c->cap_projects);
-                c->projects[c->n_projects++] = (ReportProject){.project = job->spec->project};
-        }
-        c->projects[k].jobs++;
-        goodput_totals_add(&c->projects[k].t, s, n, c->since, c->now + 1, weight);
-        if (json_array_size(c->jobs) >= REPORT_MAX_JOBS)
+        if (own.elapsed_ms > 0 && json_array_size(c->jobs) >= REPORT_MAX_JOBS) {
                 c->truncated = true;
-        else {
+                free(s);
+                return false;
+        }
+        if (own.elapsed_ms > 0) { /* else nothing of it lies in the window */
                 json_t *j = view_totals(&own);
                 json_object_set_new(j, "id", json_integer(job->id));
                 json_object_set_new(j, "name", json_string(job->spec->name));
@@ -186,7 +165,7 @@ static bool report_job(void *userdata, Job *job) {
                 json_object_set_new(j, "user", json_string(job->spec->user));
                 json_object_set_new(j, "state", json_string(job_state_to_string(job->state)));
                 json_object_set_new(j, "attempt", json_integer(job->attempt));
-                json_object_set_new(j, "accelerators", json_integer(weight));
+                json_object_set_new(j, "accelerators", json_integer(ctl_goodput_weight(job)));
                 if (c->timelines)
                         json_object_set_new(j, "timeline", view_timeline(s, n));
                 json_array_append_new(c->jobs, j);
@@ -197,33 +176,45 @@ static bool report_job(void *userdata, Job *job) {
 
 json_t *view_goodput(Controller *ctl, const char *project, int64_t since_ms, bool timelines,
                      ViewProjectFilter visible, void *userdata) {
-        ReportCtx c = {.ctl = ctl,
-                       .visible = visible,
+        int64_t now = util_wall_ms();
+        /* The sums cover every job; the list, the newest REPORT_MAX_JOBS. */
+        CtlGoodputSums sums;
+        ctl_goodput_sums(ctl,
+                         &(CtlGoodputQuery){.project = project,
+                                            .since_ms = since_ms,
+                                            .now_ms = now,
+                                            .visible = visible,
+                                            .userdata = userdata,
+                                            .lookup = ctl_job_lookup},
+                         &sums);
+        ReportCtx c = {.visible = visible,
                        .userdata = userdata,
                        .since = since_ms,
-                       .now = util_wall_ms(),
+                       .now = now,
                        .timelines = timelines,
                        .jobs = json_array()};
         ctl_jobs_foreach(ctl, 0, _JOB_STATE_INVALID, project, report_job, &c);
         json_t *projects = json_array();
-        for (int k = 0; k < c.n_projects; k++) {
-                json_t *p = view_totals(&c.projects[k].t);
-                json_object_set_new(p, "project", json_string(c.projects[k].project));
-                json_object_set_new(p, "jobs", json_integer(c.projects[k].jobs));
+        for (int k = 0; k < sums.n_projects; k++) {
+                if (sums.projects[k].jobs == 0)
+                        continue; /* only ended jobs outside the window */
+                json_t *p = view_totals(&sums.projects[k].t);
+                json_object_set_new(p, "project", json_string(sums.projects[k].project));
+                json_object_set_new(p, "jobs", json_integer(sums.projects[k].jobs));
                 json_array_append_new(projects, p);
         }
-        free(c.projects);
         CtlFailureRate rate;
-        ctl_goodput_fleet_rate(ctl, c.now, &rate);
-        json_t *fleet = view_totals(&c.fleet);
+        ctl_goodput_fleet_rate(ctl, now, &rate);
+        json_t *fleet = view_totals(&sums.fleet);
+        ctl_goodput_sums_clear(&sums);
+        double rank_hours = (double) rate.rank_ms / 3600000.0;
         json_object_set_new(fleet, "interruptions", json_integer(rate.interruptions));
-        json_object_set_new(fleet, "rank_hours", json_real(rate.rank_seconds / 3600.0));
+        json_object_set_new(fleet, "rank_hours", json_real(rank_hours));
         json_object_set_new(fleet, "mtbf_rank_hours",
-                            rate.interruptions > 0
-                                    ? json_real(rate.rank_seconds / 3600.0 / rate.interruptions)
-                                    : json_null());
+                            rate.interruptions > 0 ? json_real(rank_hours / rate.interruptions)
+                                                   : json_null());
         return json_pack("{s:o,s:o,s:s,s:o,s:o,s:o,s:b}", "since",
-                         since_ms > 0 ? timestamp(since_ms) : json_null(), "until",
-                         timestamp(c.now), "unit", "accelerator_seconds", "fleet", fleet,
-                         "projects", projects, "jobs", c.jobs, "jobs_truncated", c.truncated);
+                         since_ms > 0 ? timestamp(since_ms) : json_null(), "until", timestamp(now),
+                         "unit", "accelerator_seconds", "fleet", fleet, "projects", projects,
+                         "jobs", c.jobs, "jobs_truncated", c.truncated);
 }

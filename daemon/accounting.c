@@ -11,6 +11,7 @@
 
 #include "accounting.h"
 #include "controller-internal.h"
+#include "log.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -125,23 +126,137 @@ static bool is_interruption(EndReason r) {
         return c == FAILURE_JOB || c == FAILURE_NODE;
 }
 
-/* The job's interruptions and the rank-seconds its attempts ran. */
+/* The job's interruptions and the rank-time its attempts ran. */
 static void job_rate(const Job *job, int64_t now_ms, CtlFailureRate *rate) {
         for (int i = 0; i < job->n_attempts; i++) {
                 const Attempt *a = &job->attempts[i];
                 int64_t end = a->end_reason == _END_REASON_INVALID ? now_ms : a->ended_ms;
                 if (end > a->started_ms)
-                        rate->rank_seconds +=
-                                (double) (end - a->started_ms) / 1000.0 * job->spec->ranks;
+                        rate->rank_ms += (end - a->started_ms) * job->spec->ranks;
                 if (a->end_reason != _END_REASON_INVALID && is_interruption(a->end_reason))
                         rate->interruptions++;
         }
 }
 
+_Static_assert(STORE_GOODPUT_BUCKETS == _GOODPUT_BUCKET_MAX, "the store keeps every bucket");
+
+void ctl_goodput_final(const Job *job, StoreGoodput *ret) {
+        int64_t end = job->finished_ms;
+        int n;
+        GoodputSegment *s = ctl_goodput_timeline(job, end, &n);
+        GoodputTotals t = {0};
+        goodput_totals_add(&t, s, n, 0, INT64_MAX, 1);
+        free(s);
+        CtlFailureRate rate = {0};
+        job_rate(job, end, &rate);
+        *ret = (StoreGoodput){.job = job->id,
+                              .project = job->spec->project,
+                              .created_ms = job->created_ms,
+                              .finished_ms = end,
+                              .accelerators = ctl_goodput_weight(job),
+                              .interruptions = rate.interruptions,
+                              .rank_ms = rate.rank_ms};
+        memcpy(ret->ms, t.ms, sizeof(ret->ms));
+}
+
+static CtlGoodputProject *sums_project(CtlGoodputSums *sums, const char *project) {
+        for (int k = 0; k < sums->n_projects; k++)
+                if (strcmp(sums->projects[k].project, project) == 0)
+                        return &sums->projects[k];
+        GROW(sums->projects, sums->n_projects, sums->cap_projects);
+        sums->projects[sums->n_projects] = (CtlGoodputProject){.project = xstrdup(project)};
+        return &sums->projects[sums->n_projects++];
+}
+
+/* Adds the part of a job's timeline inside the window; false when none of it is. */
+static bool sums_add_job(CtlGoodputSums *sums, const Job *job, int64_t weight, int64_t since_ms,
+                         int64_t now_ms) {
+        int n;
+        GoodputSegment *s = ctl_goodput_timeline(job, now_ms, &n);
+        GoodputTotals own = {0};
+        goodput_totals_add(&own, s, n, since_ms, now_ms + 1, 1);
+        if (own.elapsed_ms > 0) {
+                CtlGoodputProject *p = sums_project(sums, job->spec->project);
+                p->jobs++;
+                goodput_totals_add(&p->t, s, n, since_ms, now_ms + 1, weight);
+                goodput_totals_add(&sums->fleet, s, n, since_ms, now_ms + 1, weight);
+        }
+        free(s);
+        return own.elapsed_ms > 0;
+}
+
+typedef struct SumsCtx {
+        Controller *ctl;
+        CtlGoodputSums *sums;
+        const CtlGoodputQuery *q;
+} SumsCtx;
+
+static void totals_add_ms(GoodputTotals *t, const int64_t ms[]) {
+        for (int b = 0; b < _GOODPUT_BUCKET_MAX; b++) {
+                t->ms[b] += ms[b];
+                t->elapsed_ms += ms[b];
+        }
+}
+
+static int sums_stored(void *userdata, const StoreGoodput *g) {
+        SumsCtx *c = userdata;
+        if (c->q->visible && !c->q->visible(c->q->userdata, g->project))
+                return 0;
+        CtlGoodputProject *p = sums_project(c->sums, g->project);
+        p->jobs += g->jobs;
+        totals_add_ms(&p->t, g->ms);
+        totals_add_ms(&c->sums->fleet, g->ms);
+        c->sums->rate.interruptions += g->interruptions;
+        c->sums->rate.rank_ms += g->rank_ms;
+        return 0;
+}
+
+static int sums_straddling(void *userdata, const StoreGoodput *g) {
+        SumsCtx *c = userdata;
+        if (c->q->visible && !c->q->visible(c->q->userdata, g->project))
+                return 0;
+        /* Ended, so its timeline no longer depends on the time it is read at. */
+        const Job *job = c->q->lookup(c->ctl, g->job);
+        if (job)
+                sums_add_job(c->sums, job, g->accelerators, c->q->since_ms, c->q->now_ms);
+        else
+                log_warning("job %lld: goodput figures stored, the job is not", (long long) g->job);
+        return 0;
+}
+
+void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums *ret) {
+        *ret = (CtlGoodputSums){0};
+        /* Jobs whose figures are not stored yet, from their timelines... */
+        for (int i = 0; i < ctl->model.n_jobs; i++) {
+                const Job *job = ctl->model.jobs[i];
+                if (job->goodput_saved || (q->project && strcmp(job->spec->project, q->project)) ||
+                    (q->visible && !q->visible(q->userdata, job->spec->project)))
+                        continue;
+                sums_add_job(ret, job, ctl_goodput_weight(job), q->since_ms, q->now_ms);
+                job_rate(job, q->now_ms, &ret->rate);
+        }
+        /* ...and those of jobs that ended, summed in the store: in memory or not. */
+        SumsCtx c = {.ctl = ctl, .sums = ret, .q = q};
+        int r = store_goodput_sum(ctl->store, q->project, q->since_ms, sums_stored, &c);
+        if (r >= 0 && q->since_ms > 0 && q->lookup)
+                r = store_goodput_straddling(ctl->store, q->project, q->since_ms, sums_straddling,
+                                             &c);
+        if (r < 0)
+                log_warning("reading stored goodput: %s", store_last_error(ctl->store));
+}
+
+void ctl_goodput_sums_clear(CtlGoodputSums *sums) {
+        for (int k = 0; k < sums->n_projects; k++)
+                free(sums->projects[k].project);
+        free(sums->projects);
+        *sums = (CtlGoodputSums){0};
+}
+
 void ctl_goodput_fleet_rate(Controller *ctl, int64_t now_ms, CtlFailureRate *ret) {
-        *ret = (CtlFailureRate){0};
-        for (int i = 0; i < ctl->model.n_jobs; i++)
-                job_rate(ctl->model.jobs[i], now_ms, ret);
+        CtlGoodputSums sums;
+        ctl_goodput_sums(ctl, &(CtlGoodputQuery){.now_ms = now_ms}, &sums);
+        *ret = sums.rate;
+        ctl_goodput_sums_clear(&sums);
 }
 
 /* A job's own rate is trusted from this many interruptions on; before, the fleet's. */
@@ -168,10 +283,12 @@ void ctl_goodput_advice(const Job *job, const CtlFailureRate *fleet, int64_t now
         CtlFailureRate own = {0};
         job_rate(job, now_ms, &own);
         if (own.interruptions >= ADVICE_OWN_INTERRUPTIONS) {
-                in->mtbf_s = own.rank_seconds / job->spec->ranks / (double) own.interruptions;
+                in->mtbf_s = (double) own.rank_ms / 1000.0 / job->spec->ranks /
+                             (double) own.interruptions;
                 ret->mtbf_from_job = true;
         } else if (fleet->interruptions > 0)
-                in->mtbf_s = fleet->rank_seconds / (double) fleet->interruptions / job->spec->ranks;
+                in->mtbf_s = (double) fleet->rank_ms / 1000.0 / (double) fleet->interruptions /
+                             job->spec->ranks;
         /* What an interruption costs besides lost work: its detection, hang and restart,
          * and the start-up of the attempt after it. */
         int n;
@@ -188,33 +305,14 @@ void ctl_goodput_advice(const Job *job, const CtlFailureRate *fleet, int64_t now
         ret->advised = goodput_advise(in, &ret->advice);
 }
 
-typedef struct ProjectTotals {
-        const char *project;
-        GoodputTotals t;
-} ProjectTotals;
-
 void ctl_goodput_metrics_write(Controller *ctl, FILE *f) {
-        ProjectTotals *p = NULL;
-        int n_p = 0, cap = 0;
-        int64_t now = util_wall_ms();
-        for (int i = 0; i < ctl->model.n_jobs; i++) {
-                const Job *job = ctl->model.jobs[i];
-                int k = 0;
-                while (k < n_p && strcmp(p[k].project, job->spec->project) != 0)
-                        k++;
-                if (k == n_p) {
-                        GROW(p, n_p, cap);
-                        p[n_p++] = (ProjectTotals){.project = job->spec->project};
-                }
-                int n;
-                GoodputSegment *s = ctl_goodput_timeline(job, now, &n);
-                goodput_totals_add(&p[k].t, s, n, 0, INT64_MAX, ctl_goodput_weight(job));
-                free(s);
-        }
+        CtlGoodputSums sums;
+        ctl_goodput_sums(ctl, &(CtlGoodputQuery){.now_ms = util_wall_ms()}, &sums);
+        const CtlGoodputProject *p = sums.projects;
         metrics_write_header(f, "axctl_goodput_accelerator_seconds", "gauge",
-                             "Accelerator-seconds of the jobs the controller holds, by project "
-                             "and bucket: productive, or badput by cause.");
-        for (int k = 0; k < n_p; k++)
+                             "Accelerator-seconds of every job the controller has run, by "
+                             "project and bucket: productive, or badput by cause.");
+        for (int k = 0; k < sums.n_projects; k++)
                 for (int b = 0; b < _GOODPUT_BUCKET_MAX; b++)
                         fprintf(f,
                                 "axctl_goodput_accelerator_seconds{project=\"%s\",bucket=\"%s\"} "
@@ -223,10 +321,10 @@ void ctl_goodput_metrics_write(Controller *ctl, FILE *f) {
                                 (double) p[k].t.ms[b] / 1000.0);
         metrics_write_header(f, "axctl_goodput_ratio", "gauge",
                              "Productive over allocated accelerator time, by project.");
-        for (int k = 0; k < n_p; k++) {
+        for (int k = 0; k < sums.n_projects; k++) {
                 double g = goodput_ratio(&p[k].t);
                 if (g >= 0)
                         fprintf(f, "axctl_goodput_ratio{project=\"%s\"} %.6f\n", p[k].project, g);
         }
-        free(p);
+        ctl_goodput_sums_clear(&sums);
 }

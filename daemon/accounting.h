@@ -11,6 +11,7 @@
 
 #include "controller.h"
 #include "goodput.h" /* health/ */
+#include "store.h"
 #include "transition.h"
 
 /* Rank r of job's current attempt reported its step at now_ms (wall). */
@@ -26,14 +27,50 @@ GoodputSegment *ctl_goodput_timeline(const Job *job, int64_t now_ms, int *ret_n)
 /* What one second of the job costs: its accelerators (its ranks when it uses none). */
 int64_t ctl_goodput_weight(const Job *job);
 
-/* Interruptions (failures of the job's or a node's making) per rank-second of run time. */
+/* Interruptions (failures of the job's or a node's making) per rank-time of run time. */
 typedef struct CtlFailureRate {
         int64_t interruptions;
-        double rank_seconds;
+        int64_t rank_ms;
 } CtlFailureRate;
 
-/* The fleet's rate over the jobs the controller holds. */
+/* The fleet's rate over every job it has run (in memory or only in the store). */
 void ctl_goodput_fleet_rate(Controller *ctl, int64_t now_ms, CtlFailureRate *ret);
+
+/* An ended job's figures, for the store (written once, with its final state). */
+void ctl_goodput_final(const Job *job, StoreGoodput *ret);
+
+/*
+ * Goodput per project and for the fleet, over every job the controller has run: the
+ * jobs whose figures are not stored yet (running, or ended in this turn) from their
+ * timelines, the others summed in the store. O(jobs in memory) plus the store's sums.
+ */
+typedef struct CtlGoodputQuery {
+        const char *project; /* NULL: every project */
+        int64_t since_ms, now_ms; /* the window, wall */
+        bool (*visible)(void *userdata, const char *project); /* NULL: every project */
+        void *userdata;
+        /* Reads a job that may have left memory (ctl_job_lookup), for the ended jobs
+         * whose lives the window's start cuts; NULL when since_ms is 0. Passed in:
+         * jobs.c calls this file. */
+        Job *(*lookup)(Controller *ctl, int64_t id);
+} CtlGoodputQuery;
+
+typedef struct CtlGoodputProject {
+        char *project;
+        int64_t jobs; /* with time in the window */
+        GoodputTotals t; /* accelerator-ms */
+} CtlGoodputProject;
+
+typedef struct CtlGoodputSums {
+        CtlGoodputProject *projects;
+        int n_projects, cap_projects;
+        GoodputTotals fleet; /* accelerator-ms */
+        CtlFailureRate rate; /* of the jobs summed: the fleet's when since_ms is 0 and
+                              * nothing is filtered out */
+} CtlGoodputSums;
+
+void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums *ret);
+void ctl_goodput_sums_clear(CtlGoodputSums *sums);
 
 typedef struct CtlCheckpointAdvice {
         GoodputAdviceInput in; /* measured; 0 where not known */

@@ -104,6 +104,9 @@ typedef struct Job {
         int tier; /* 0: within its project's quota; 1: on borrowed capacity */
         int64_t queued_ms; /* wall: when it last entered the queue (submit, preemption) */
         bool dirty;
+        /* Its goodput figures are in the store (it ended, and a turn wrote them): the
+         * fleet's sums read them there, not from its timeline. */
+        bool goodput_saved;
         bool active; /* in the controller's active list */
         bool in_pass; /* already a candidate of the scheduling pass being built */
         bool in_running; /* already among the running jobs of the snapshot being built */

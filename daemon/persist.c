@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "persist.h"
+#include "accounting.h"
 #include "log.h"
 #include "util.h"
 
@@ -102,6 +103,14 @@ static int persist_job(Store *store, Job *job) {
                 free(devices);
                 rk->dirty = false;
         }
+        /* An ended job's figures, written with its final state: the fleet's goodput then
+         * sums them in the store, whether the job is in memory or not. */
+        if (r >= 0 && job_state_is_terminal(job->state) && !job->goodput_saved) {
+                StoreGoodput g;
+                ctl_goodput_final(job, &g);
+                if ((r = store_goodput_put(store, &g)) >= 0)
+                        job->goodput_saved = true;
+        }
         job->dirty = false;
         return r;
 }
@@ -162,6 +171,9 @@ static int load_job(void *ud, const StoreJob *sj) {
         job->spec = spec;
         job->spec_text = xstrdup(sj->spec);
         tr_job_restore(job, sj->state);
+        /* Every ended job's figures are stored: persist_goodput_backfill sees to those of
+         * older databases before anything reads them. */
+        job->goodput_saved = job_state_is_terminal(job->state);
         job->attempt = sj->attempt;
         job->restarts = sj->restarts;
         job->reason = xstrdup(sj->reason ? sj->reason : "");
@@ -279,6 +291,45 @@ static int load_node(void *ud, const StoreNode *sn) {
         return 0;
 }
 
+typedef struct BackfillCtx {
+        Store *store;
+        Model *m;
+        int n;
+} BackfillCtx;
+
+static int backfill_job(void *userdata, int64_t id) {
+        BackfillCtx *c = userdata;
+        Job *borrowed = NULL;
+        Job *job = model_job_find(c->m, id);
+        if (!job)
+                job = borrowed = persist_load_job(c->store, id);
+        if (!job)
+                return -ENOENT;
+        StoreGoodput g;
+        ctl_goodput_final(job, &g);
+        int r = store_goodput_put(c->store, &g);
+        job_free(borrowed);
+        c->n++;
+        return r;
+}
+
+/* Figures for the ended jobs of a database older than migration 8: once, at the first
+ * start after the upgrade, in one transaction. */
+static int persist_goodput_backfill(Store *store, Model *m) {
+        BackfillCtx c = {.store = store, .m = m};
+        int r = store_begin(store);
+        if (r >= 0)
+                r = store_goodput_missing(store, backfill_job, &c);
+        if (r >= 0)
+                r = store_commit(store);
+        if (r < 0) {
+                log_error("storing the goodput of ended jobs: %s", store_last_error(store));
+                store_rollback(store);
+        } else if (c.n > 0)
+                log_info("stored the goodput figures of %d ended jobs", c.n);
+        return r;
+}
+
 int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
         int r;
         int64_t next_id = 1;
@@ -286,7 +337,8 @@ int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
             (r = store_jobs_load(store, retire_before_ms, load_job, m)) < 0 ||
             (r = store_attempts_load(store, load_attempt, m)) < 0 ||
             (r = store_ranks_load(store, load_rank, m)) < 0 ||
-            (r = store_job_next_id(store, &next_id)) < 0)
+            (r = store_job_next_id(store, &next_id)) < 0 ||
+            (r = persist_goodput_backfill(store, m)) < 0)
                 return r;
         /* Ids are never reused, also those of jobs that stayed in the store. */
         if (next_id > m->next_job_id)

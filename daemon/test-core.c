@@ -5,6 +5,7 @@
  * own operations (register, submit, sync) as the API calls them.
  */
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,6 +580,12 @@ static bool collect_id(void *userdata, Job *job) {
         return true;
 }
 
+static int collect_missing(void *ud, int64_t id) {
+        int64_t *ids = ud;
+        ids[ids[0]++ + 1] = id;
+        return 0;
+}
+
 /* Jobs over for the retention time leave memory and stay served from the store: found,
  * listed in order with those in memory, deduplicated by their key, not cancellable; a
  * restart loads only what is still retained, and never reuses an id. */
@@ -633,9 +640,24 @@ static void test_retired_jobs_stay_in_the_store(void) {
                          .job_retention_ms = 0};
         CHECK(ctl_new(&cfg, &ctl) == 0);
         CHECK(ctl_job_find(ctl, gone_id) == NULL && ctl_job_find(ctl, waiting_id) != NULL);
+        int64_t missing[8] = {0};
+        CHECK_INT(store_goodput_missing(ctl->store, collect_missing, missing), 0);
+        CHECK_INT(missing[0], 0); /* both ended jobs' goodput was written as they ended */
         Job *next = submit(ctl, "ann", 1);
         CHECK(next->id == gone_id + 1);
         CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+
+        /* A database from before the goodput table had no figures: the first start
+         * writes those of its ended jobs, in memory or not. */
+        sqlite3 *db;
+        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+        CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        CHECK(ctl_new(&cfg, &ctl) == 0);
+        CHECK(ctl_job_find(ctl, gone_id) == NULL);
+        CHECK_INT(store_goodput_missing(ctl->store, collect_missing, missing), 0);
+        CHECK_INT(missing[0], 0);
         ctl_free(ctl);
         json_decref(spec);
 }

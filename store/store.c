@@ -90,7 +90,24 @@ static const char *const migrations[] = {
         "ALTER TABLE attempt ADD COLUMN n_ckpts INTEGER NOT NULL DEFAULT 0;"
         "ALTER TABLE attempt ADD COLUMN ckpt_stall_ms INTEGER NOT NULL DEFAULT 0;"
         "ALTER TABLE attempt ADD COLUMN n_ckpt_stalls INTEGER NOT NULL DEFAULT 0;",
+        /* 8: an ended job's goodput figures, written with its final state, so the fleet's
+         * and projects' figures are sums here rather than every job's timeline */
+        "CREATE TABLE job_goodput ("
+        "  job INTEGER PRIMARY KEY, project TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+        "  finished_ms INTEGER NOT NULL, accelerators INTEGER NOT NULL,"
+        "  productive_ms INTEGER NOT NULL, queueing_ms INTEGER NOT NULL,"
+        "  startup_ms INTEGER NOT NULL, lost_work_ms INTEGER NOT NULL,"
+        "  detection_ms INTEGER NOT NULL, restart_ms INTEGER NOT NULL,"
+        "  hang_ms INTEGER NOT NULL, preemption_ms INTEGER NOT NULL,"
+        "  checkpoint_ms INTEGER NOT NULL, interruptions INTEGER NOT NULL,"
+        "  rank_ms INTEGER NOT NULL);"
+        "CREATE INDEX job_goodput_created ON job_goodput(created_ms);",
 };
+
+/* job_goodput's bucket columns, in store.h's (and health/goodput.h's) order. */
+#define GOODPUT_BUCKET_COLUMNS                                                            \
+        "productive_ms, queueing_ms, startup_ms, lost_work_ms, detection_ms, restart_ms," \
+        " hang_ms, preemption_ms, checkpoint_ms"
 
 enum {
         STMT_JOB_PUT,
@@ -104,6 +121,7 @@ enum {
         STMT_TOKEN_INSERT,
         STMT_TOKEN_BY_HASH,
         STMT_TOKEN_REVOKE,
+        STMT_GOODPUT_PUT,
         _STMT_MAX,
 };
 
@@ -148,6 +166,9 @@ static const char *const statement_sql[_STMT_MAX] = {
                                " FROM token WHERE hash = ? AND revoked_ms IS NULL",
         [STMT_TOKEN_REVOKE] =
                 "UPDATE token SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL",
+        [STMT_GOODPUT_PUT] = "INSERT OR REPLACE INTO job_goodput (job, project, created_ms,"
+                             " finished_ms, accelerators, " GOODPUT_BUCKET_COLUMNS
+                             ", interruptions, rank_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 };
 
 struct Store {
@@ -558,6 +579,13 @@ int store_jobs_load(Store *store, int64_t retire_before_ms, StoreJobFn fn, void 
         return for_each_row(st, true, job_row, &ctx);
 }
 
+/* What attempt_row reads, for every query of attempts: a job read back after it left
+ * memory keeps its goodput records. */
+#define ATTEMPT_COLUMNS                                                                     \
+        "job, attempt, resume_step, resume_path, started_ms, ended_ms, end_reason,"         \
+        " blamed_node, detail, running_ms, first_progress_ms, last_progress_ms, failed_ms," \
+        " first_ckpt_ms, last_ckpt_ms, n_ckpts, ckpt_stall_ms, n_ckpt_stalls"
+
 static int attempt_row(sqlite3_stmt *st, void *p) {
         LoadCtx *ctx = p;
         StoreAttempt a = {
@@ -585,12 +613,7 @@ static int attempt_row(sqlite3_stmt *st, void *p) {
 
 int store_attempts_load(Store *store, StoreAttemptFn fn, void *userdata) {
         sqlite3_stmt *st;
-        int r = query(store,
-                      "SELECT job, attempt, resume_step, resume_path, started_ms, ended_ms,"
-                      " end_reason, blamed_node, detail, running_ms, first_progress_ms,"
-                      " last_progress_ms, failed_ms, first_ckpt_ms, last_ckpt_ms, n_ckpts,"
-                      " ckpt_stall_ms, n_ckpt_stalls FROM attempt ORDER BY job, attempt",
-                      &st);
+        int r = query(store, "SELECT " ATTEMPT_COLUMNS " FROM attempt ORDER BY job, attempt", &st);
         if (r < 0)
                 return r;
         LoadCtx ctx = {(void *) fn, userdata};
@@ -636,8 +659,7 @@ int store_job_load(Store *store, int64_t id, StoreJobFn job_fn, StoreAttemptFn a
                    StoreRankFn rank_fn, void *userdata) {
         static const char *const sql[] = {
                 "SELECT " JOB_COLUMNS " FROM job WHERE id = ?",
-                "SELECT job, attempt, resume_step, resume_path, started_ms, ended_ms,"
-                " end_reason, blamed_node, detail FROM attempt WHERE job = ? ORDER BY attempt",
+                "SELECT " ATTEMPT_COLUMNS " FROM attempt WHERE job = ? ORDER BY attempt",
                 "SELECT r.job, r.attempt, r.rank, r.node, r.devices, r.state, r.alive,"
                 " r.pid, r.exit_code, r.signal, r.step, r.local_rank, r.node_rank"
                 " FROM rank r JOIN job j ON j.id = r.job AND j.attempt = r.attempt"
@@ -833,4 +855,85 @@ int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata) {
                 return r;
         LoadCtx ctx = {(void *) fn, userdata};
         return for_each_row(st, true, token_row, &ctx);
+}
+
+int store_goodput_put(Store *store, const StoreGoodput *g) {
+        sqlite3_stmt *st = store->stmts[STMT_GOODPUT_PUT];
+        bind_int(st, 1, g->job);
+        bind_text(st, 2, g->project);
+        bind_int(st, 3, g->created_ms);
+        bind_int(st, 4, g->finished_ms);
+        bind_int(st, 5, g->accelerators);
+        for (int b = 0; b < STORE_GOODPUT_BUCKETS; b++)
+                bind_int(st, 6 + b, g->ms[b]);
+        bind_int(st, 6 + STORE_GOODPUT_BUCKETS, g->interruptions);
+        bind_int(st, 7 + STORE_GOODPUT_BUCKETS, g->rank_ms);
+        return step_done(st);
+}
+
+/* Rows of (project, jobs, created_ms, finished_ms, accelerators, buckets...,
+ * interruptions, rank_ms), as goodput_row reads them. */
+static int goodput_row(sqlite3_stmt *st, void *p) {
+        LoadCtx *ctx = p;
+        StoreGoodput g = {.project = col_text(st, 0),
+                          .job = col_int(st, 1),
+                          .jobs = col_int(st, 2),
+                          .created_ms = col_int(st, 3),
+                          .finished_ms = col_int(st, 4),
+                          .accelerators = col_int(st, 5)};
+        for (int b = 0; b < STORE_GOODPUT_BUCKETS; b++)
+                g.ms[b] = col_int(st, 6 + b);
+        g.interruptions = col_int(st, 6 + STORE_GOODPUT_BUCKETS);
+        g.rank_ms = col_int(st, 7 + STORE_GOODPUT_BUCKETS);
+        return ((StoreGoodputFn) ctx->fn)(ctx->userdata, &g);
+}
+
+/* Runs a goodput query whose ?1 is since_ms and ?2 the project (NULL: any). */
+static int goodput_query(Store *store, const char *sql, const char *project, int64_t since_ms,
+                         StoreGoodputFn fn, void *userdata) {
+        sqlite3_stmt *st;
+        int r = query(store, sql, &st);
+        if (r < 0)
+                return r;
+        bind_int(st, 1, since_ms);
+        bind_text(st, 2, project);
+        LoadCtx ctx = {(void *) fn, userdata};
+        return for_each_row(st, true, goodput_row, &ctx);
+}
+
+int store_goodput_sum(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
+                      void *userdata) {
+        return goodput_query(store,
+                             "SELECT project, 0, SUM(finished_ms > created_ms), 0, 0, 1,"
+                             " SUM(productive_ms * accelerators), SUM(queueing_ms * accelerators),"
+                             " SUM(startup_ms * accelerators), SUM(lost_work_ms * accelerators),"
+                             " SUM(detection_ms * accelerators), SUM(restart_ms * accelerators),"
+                             " SUM(hang_ms * accelerators), SUM(preemption_ms * accelerators),"
+                             " SUM(checkpoint_ms * accelerators), SUM(interruptions), SUM(rank_ms)"
+                             " FROM job_goodput WHERE created_ms >= ?1"
+                             " AND (?2 IS NULL OR project = ?2) GROUP BY project ORDER BY project",
+                             project, since_ms, fn, userdata);
+}
+
+int store_goodput_straddling(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
+                             void *userdata) {
+        return goodput_query(store,
+                             "SELECT project, job, 1, created_ms, finished_ms, "
+                             "accelerators, " GOODPUT_BUCKET_COLUMNS
+                             ", interruptions, rank_ms FROM job_goodput"
+                             " WHERE created_ms < ?1 AND finished_ms > ?1"
+                             " AND (?2 IS NULL OR project = ?2) ORDER BY job",
+                             project, since_ms, fn, userdata);
+}
+
+int store_goodput_missing(Store *store, StoreIdFn fn, void *userdata) {
+        sqlite3_stmt *st;
+        int r = query(store,
+                      "SELECT id FROM job WHERE state IN ('succeeded', 'failed', 'cancelled')"
+                      " AND id NOT IN (SELECT job FROM job_goodput) ORDER BY id",
+                      &st);
+        if (r < 0)
+                return r;
+        IdCtx ctx = {fn, userdata};
+        return for_each_row(st, true, id_row, &ctx);
 }

@@ -101,6 +101,19 @@ typedef struct StoreEvent {
         const char *detail;
 } StoreEvent;
 
+/* An ended job's goodput figures (docs/GOODPUT.md), written once with its final state. */
+#define STORE_GOODPUT_BUCKETS 9 /* health/goodput.h's buckets, in its order */
+typedef struct StoreGoodput {
+        int64_t job;
+        const char *project;
+        int64_t created_ms, finished_ms;
+        int64_t accelerators; /* what one second of the job weighs */
+        int64_t ms[STORE_GOODPUT_BUCKETS]; /* its life per bucket, unweighted */
+        int64_t interruptions; /* attempts ended by a failure of the job or of a node */
+        int64_t rank_ms; /* its attempts' run time × its ranks */
+        int64_t jobs; /* sums: how many jobs had time in the window */
+} StoreGoodput;
+
 /* Opens (creating if needed) and migrates the database. 0 or -errno. */
 int store_open(const char *path, Store **ret_store);
 Store *store_close(Store *store);
@@ -160,6 +173,20 @@ typedef int (*StoreIdFn)(void *userdata, int64_t id);
 int store_jobs_list(Store *store, int64_t before, const char *state, const char *project,
                     StoreIdFn fn, void *userdata);
 int store_attempts_load(Store *store, StoreAttemptFn fn, void *userdata);
+
+/* Goodput of ended jobs; project NULL: any. store_goodput_sum calls fn once per project
+ * with the sums over the jobs created at or after since_ms (ms[] weighted by each job's
+ * accelerators, accelerators 1, job 0); store_goodput_straddling once per job created
+ * before since_ms and ended after it, whose share of the window only its timeline
+ * tells. */
+typedef int (*StoreGoodputFn)(void *userdata, const StoreGoodput *g);
+int store_goodput_put(Store *store, const StoreGoodput *g);
+int store_goodput_sum(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
+                      void *userdata);
+int store_goodput_straddling(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
+                             void *userdata);
+/* Ended jobs without goodput figures: those a database before migration 8 holds. */
+int store_goodput_missing(Store *store, StoreIdFn fn, void *userdata);
 int store_ranks_load(Store *store, StoreRankFn fn, void *userdata);
 int store_nodes_load(Store *store, StoreNodeFn fn, void *userdata);
 /* Events after seq `after` (of one job when job > 0), oldest first, at most limit. */

@@ -114,6 +114,138 @@ static void test_check_file(const char *dir) {
         store_close(s);
 }
 
+typedef struct GoodputSeen {
+        char text[256];
+} GoodputSeen;
+
+static int collect_goodput(void *ud, const StoreGoodput *g) {
+        GoodputSeen *seen = ud;
+        char one[96];
+        snprintf(one, sizeof(one), "%s:%lld:%lld:p%lld:q%lld:i%lld:r%lld ", g->project,
+                 (long long) g->job, (long long) g->jobs, (long long) g->ms[0],
+                 (long long) g->ms[1], (long long) g->interruptions, (long long) g->rank_ms);
+        strcat(seen->text, one);
+        return 0;
+}
+
+static int collect_id(void *ud, int64_t id) {
+        int64_t *ids = ud;
+        ids[ids[0]++ + 1] = id;
+        return 0;
+}
+
+static int ignore_job(void *ud, const StoreJob *j) {
+        (void) ud, (void) j;
+        return 0;
+}
+
+static int ignore_rank(void *ud, const StoreRank *r) {
+        (void) ud, (void) r;
+        return 0;
+}
+
+static int check_attempt_records(void *ud, const StoreAttempt *a) {
+        int *n = ud;
+        (*n)++;
+        CHECK_INT(a->first_progress_ms, 1500);
+        CHECK_INT(a->last_ckpt_ms, 2500);
+        CHECK_INT(a->n_ckpts, 3);
+        return 0;
+}
+
+/* Ended jobs' goodput: summed per project (weighted by accelerators) over the jobs
+ * created in the window, the jobs the window's start cuts listed alone, and the ended
+ * jobs without figures (an older database's) found; one job read alone keeps its
+ * attempts' goodput records. */
+static void test_goodput(const char *dir) {
+        _cleanup_free_ char *path = xasprintf("%s/goodput.db", dir);
+        Store *s = NULL;
+        CHECK_INT(store_open(path, &s), 0);
+        CHECK_INT(store_begin(s), 0);
+        StoreGoodput a = {.job = 1,
+                          .project = "p",
+                          .created_ms = 1000,
+                          .finished_ms = 5000,
+                          .accelerators = 8,
+                          .ms = {3000, 1000},
+                          .interruptions = 1,
+                          .rank_ms = 8000};
+        StoreGoodput b = {.job = 2,
+                          .project = "p",
+                          .created_ms = 2000,
+                          .finished_ms = 4000,
+                          .accelerators = 1,
+                          .ms = {2000}};
+        StoreGoodput c = {.job = 3,
+                          .project = "q",
+                          .created_ms = 500,
+                          .finished_ms = 600,
+                          .accelerators = 2,
+                          .ms = {0, 100}};
+        CHECK_INT(store_goodput_put(s, &a), 0);
+        CHECK_INT(store_goodput_put(s, &b), 0);
+        CHECK_INT(store_goodput_put(s, &c), 0);
+        CHECK_INT(store_goodput_put(s, &c), 0); /* written again: still one row */
+        StoreJob j = {.name = "j",
+                      .project = "p",
+                      .user = "u",
+                      .spec = "{}",
+                      .reason = "",
+                      .exit_code = STORE_NONE,
+                      .created_ms = 1,
+                      .started_ms = STORE_NONE,
+                      .finished_ms = STORE_NONE,
+                      .ckpt_step = STORE_NONE,
+                      .queued_ms = STORE_NONE,
+                      .best_step = STORE_NONE};
+        const char *states[] = {"succeeded", "failed", "running", "cancelled"};
+        for (int i = 0; i < 4; i++) {
+                j.id = i + 1;
+                j.state = states[i];
+                CHECK_INT(store_job_put(s, &j), 0);
+        }
+        StoreAttempt at = {.job = 4,
+                           .attempt = 1,
+                           .started_ms = 1000,
+                           .ended_ms = 3000,
+                           .end_reason = "cancelled",
+                           .running_ms = 1200,
+                           .first_progress_ms = 1500,
+                           .last_progress_ms = 2900,
+                           .failed_ms = STORE_NONE,
+                           .first_ckpt_ms = 2000,
+                           .last_ckpt_ms = 2500,
+                           .n_ckpts = 3};
+        CHECK_INT(store_attempt_put(s, &at), 0);
+        CHECK_INT(store_commit(s), 0);
+
+        GoodputSeen seen = {0};
+        CHECK_INT(store_goodput_sum(s, NULL, 0, collect_goodput, &seen), 0);
+        CHECK_STR(seen.text, "p:0:2:p26000:q8000:i1:r8000 q:0:1:p0:q200:i0:r0 ");
+        seen = (GoodputSeen){0};
+        CHECK_INT(store_goodput_sum(s, "q", 0, collect_goodput, &seen), 0);
+        CHECK_STR(seen.text, "q:0:1:p0:q200:i0:r0 ");
+        /* From 1500 on: job 2 whole, job 1 cut (its rows unweighted), job 3 outside. */
+        seen = (GoodputSeen){0};
+        CHECK_INT(store_goodput_sum(s, NULL, 1500, collect_goodput, &seen), 0);
+        CHECK_STR(seen.text, "p:0:1:p2000:q0:i0:r0 ");
+        seen = (GoodputSeen){0};
+        CHECK_INT(store_goodput_straddling(s, NULL, 1500, collect_goodput, &seen), 0);
+        CHECK_STR(seen.text, "p:1:1:p3000:q1000:i1:r8000 ");
+        seen = (GoodputSeen){0};
+        CHECK_INT(store_goodput_straddling(s, "q", 1500, collect_goodput, &seen), 0);
+        CHECK_STR(seen.text, "");
+
+        int64_t ids[8] = {0};
+        CHECK_INT(store_goodput_missing(s, collect_id, ids), 0);
+        CHECK_INT(ids[0], 1);
+        CHECK_INT(ids[1], 4); /* ended, no figures; job 3 is running */
+        int n = 0;
+        CHECK_INT(store_job_load(s, 4, ignore_job, check_attempt_records, ignore_rank, &n), 0);
+        CHECK_INT(n, 1);
+        s = store_close(s);
+}
+
 int main(void) {
         _cleanup_free_ char *dir = check_tmpdir("axctl-store");
         _cleanup_free_ char *path = xasprintf("%s/state.db", dir);
@@ -196,6 +328,7 @@ int main(void) {
         CHECK(!s);
         test_idempotency_key_per_project(dir);
         test_check_file(dir);
+        test_goodput(dir);
         util_rm_rf(dir);
         printf("store: ok\n");
         return 0;

@@ -4,7 +4,9 @@
 checkpoint shows lost work, restart and two start-ups, every second of the job in one
 bucket; a partitioned node shows its detection time; the same figures in the job view,
 GET /v1/goodput (windows, projects, bad input), /metrics, `axctl status` and `axctl
-goodput`, and again after the controller restarts (store migration 7)."""
+goodput`, and again after the controller restarts (store migration 7); the fleet's and
+projects' figures stay the same once ended jobs leave memory and after a restart (store
+migration 8)."""
 
 import os
 import re
@@ -185,6 +187,44 @@ class GoodputTest(axtest.ClusterTestCase):
         self.assertGreater(detection, (LEASE_MS + GRACE_MS) / 1000.0 - 1.2, spans)
         self.assertLess(detection, (LEASE_MS + GRACE_MS) / 1000.0 + 1.5, spans)
         self.assertGreater(spans[1].get("lost_work", 0), 0, spans)
+
+    def test_figures_survive_retirement_and_restart(self):
+        c = self.start_cluster(1, controller_args=["--job-retention-s", "1"])
+        job = c.work_job("retire", ranks=2, ranks_per_node=2, steps=30, step_ms=50,
+                         checkpoint_every=10)
+        job.id = c.submit(job.spec)["id"]
+        view = self.assert_succeeded_with_value(c, job, timeout=60)
+        g = self.assert_accounted(view)
+        # A window the job's start lies before: only its timeline tells its share.
+        cut = axtest.parse_time(view["created_at"]) + g["elapsed_s"] / 2
+        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cut)) + ".%03dZ" % (cut % 1 * 1000)
+
+        def figures():
+            whole = c.api_ok("GET", "/v1/goodput")
+            part = c.api_ok("GET", "/v1/goodput?project=default&since=" + since)
+            metrics = c.api("GET", "/metrics")[1]
+            return (whole["fleet"], whole["projects"], part["fleet"], part["projects"],
+                    sorted(re.findall(r"(?m)^axctl_goodput_.*$", metrics)))
+
+        before = figures()
+        fleet, projects = before[0], before[1]
+        self.assertEqual(projects[0]["jobs"], 1)
+        for b in BUCKETS:  # two ranks without accelerators weigh two
+            self.assertAlmostEqual(fleet["seconds"][b], 2 * g["seconds"][b], delta=0.003)
+        self.assertGreater(before[2]["elapsed_s"], 0)
+        self.assertLess(before[2]["elapsed_s"], fleet["elapsed_s"])
+
+        def in_memory():
+            metrics = c.api("GET", "/metrics")[1]
+            return int(re.search(r'(?m)^axctl_jobs\{state="succeeded"\} (\d+)$', metrics).group(1))
+
+        axtest.wait_for(lambda: in_memory() == 0, 10, "the job to leave memory")
+        self.assertEqual(figures(), before)
+        self.assertEqual(c.job(job.id)["goodput"], g)  # read back whole from the store
+        c.restart_controller()
+        self.assertEqual(in_memory(), 0)
+        self.assertEqual(figures(), before)
+        self.assertEqual(c.job(job.id)["goodput"], g)
 
 
 if __name__ == "__main__":
