@@ -2,7 +2,6 @@
 /* The top of axctl: global options, the command table and help. */
 #include "cli.h"
 
-#include <curl/curl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -166,10 +165,8 @@ int cli_run(int argc, char **argv, FILE *raw_out, FILE *raw_err) {
                 cli_error(&ctx, "%s", config_error);
                 goto finish;
         }
-        curl_global_init(CURL_GLOBAL_DEFAULT);
         r = c->run(&ctx, cargc, cargv);
         fflush(out);
-        curl_global_cleanup();
 finish:
         cli_context_done(&ctx);
         if (log_out != raw_out)
