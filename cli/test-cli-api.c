@@ -631,11 +631,12 @@ static void test_transport(void) {
         unsetenv("AXCTL_TOKEN");
 
         const char *bad_urls[][2] = {
-                {"ftp://127.0.0.1", "unsupported URL ftp://127.0.0.1/v1/jobs"},
+                {"ftp://127.0.0.1",
+                 "at ftp://127.0.0.1: unsupported URL (http:// or https:// only)\n"},
                 {"http://127.0.0.1:99999", "invalid URL"},
                 {"http://user@127.0.0.1:1", "invalid URL"},
                 {"http://[::1", "invalid URL"},
-                {"http://127.0.0.1:1/a b", "spaces or control characters"},
+                {"http://127.0.0.1:1/a b", "invalid URL: spaces or control characters\n"},
         };
         for (size_t i = 0; i < ELEMENTSOF(bad_urls); i++)
                 expect(run_plain(

@@ -70,17 +70,15 @@ static int api_load(char **ret_error) {
                 return -ENOTSUP;
         }
         TlsApi loaded = {};
-#define X(f)                                                                                  \
-        loaded.f = (__typeof__(f) *) dlsym(h, #f);                                            \
-        if (!loaded.f) {                                                                      \
-                *ret_error = xasprintf("https needs GnuTLS: %s lacks %s", GNUTLS_SONAME, #f); \
-                return -ENOTSUP;                                                              \
-        }
+        bool complete = true;
+#define X(f) complete &= (loaded.f = (__typeof__(f) *) dlsym(h, #f)) != NULL;
         TLS_FUNCTIONS(X)
 #undef X
         loaded.free_fn = dlsym(h, "gnutls_free");
-        if (!loaded.free_fn) {
-                *ret_error = xasprintf("https needs GnuTLS: %s lacks gnutls_free", GNUTLS_SONAME);
+        if (!complete || !loaded.free_fn) {
+                *ret_error = xasprintf("https needs GnuTLS: %s lacks a function axctl uses",
+                                       GNUTLS_SONAME);
+                dlclose(h);
                 return -ENOTSUP;
         }
         api = loaded;
@@ -155,10 +153,13 @@ short cli_tls_wanted_events(CliTls *t) {
         return api.gnutls_record_get_direction(t->session) ? POLLOUT : POLLIN;
 }
 
-/* -EAGAIN for "try again when the socket is ready", else -EIO with *ret_error. */
+/* -EAGAIN for "try again when the socket is ready", else -EIO with *ret_error (which
+ * replaces an earlier one). */
 static int tls_error(CliTls *t, int r, char **ret_error) {
         if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED || !api.gnutls_error_is_fatal(r))
                 return -EAGAIN;
+        free(*ret_error);
+        *ret_error = NULL;
         if (r == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
                 unsigned status = api.gnutls_session_get_verify_cert_status(t->session);
                 gnutls_datum_t text = {};

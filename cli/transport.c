@@ -73,23 +73,21 @@ static void url_done(Url *u) {
         *u = (Url){};
 }
 
-/* Parses an http:// or https:// URL; -EINVAL with *ret_error (naming the URL). */
+/* Parses an http:// or https:// URL; -EINVAL with *ret_error (the caller names the
+ * URL: it is the one a failure is reported for). */
 static int url_parse(const char *s, Url *ret, char **ret_error) {
         *ret = (Url){};
         for (const char *p = s; *p; p++)
                 if ((unsigned char) *p <= 0x20 || *p == 0x7f) {
-                        *ret_error = xasprintf("invalid URL %s: spaces or control characters", s);
+                        *ret_error = xstrdup("invalid URL: spaces or control characters");
                         return -EINVAL;
                 }
-        const char *rest;
-        if (strncasecmp(s, "http://", 7) == 0)
-                rest = s + 7;
-        else if (strncasecmp(s, "https://", 8) == 0)
-                rest = s + 8, ret->tls = true;
-        else {
-                *ret_error = xasprintf("unsupported URL %s (http:// or https:// only)", s);
+        ret->tls = strncasecmp(s, "https://", 8) == 0;
+        if (!ret->tls && strncasecmp(s, "http://", 7) != 0) {
+                *ret_error = xstrdup("unsupported URL (http:// or https:// only)");
                 return -EINVAL;
         }
+        const char *rest = s + (ret->tls ? 8 : 7);
         size_t n = strcspn(rest, "/?#");
         const char *host = rest, *host_end, *port = NULL;
         if (*host == '[') {
@@ -111,7 +109,7 @@ static int url_parse(const char *s, Url *ret, char **ret_error) {
                 !port || (port_len > 0 && port_len <= 5 && strspn(port, "0123456789") >= port_len &&
                           strtol(port, NULL, 10) > 0 && strtol(port, NULL, 10) <= 65535);
         if (!host_end || host_end == host || memchr(rest, '@', n) || !port_ok) {
-                *ret_error = xasprintf("invalid URL %s: expected scheme://host[:port]", s);
+                *ret_error = xstrdup("invalid URL: expected scheme://host[:port]");
                 return -EINVAL;
         }
         ret->host = xasprintf("%.*s", (int) (host_end - host), host);
