@@ -119,6 +119,22 @@ static bool route_transport(int fd) {
                 send_raw(fd, "SSH-2.0-OpenSSH_9.2\r\n");
                 return true;
         }
+        if (strcmp(t, "/v1/jobs/24") == 0) {
+                /* A header line longer than any API server sends. */
+                memset(buf, 'a', sizeof(buf) - 1);
+                buf[sizeof(buf) - 1] = '\0';
+                send_raw(fd, "HTTP/1.1 200 OK\r\nX-Long: ");
+                send_raw(fd, buf);
+                send_raw(fd, buf);
+                send_raw(fd, buf);
+                return true;
+        }
+        if (strcmp(t, "/v1/jobs/25") == 0) {
+                /* Interim answers without end: the client stops listening. */
+                while (write(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25) > 0)
+                        ;
+                return true;
+        }
         if (strcmp(t, "/v1/jobs/23") == 0) {
                 /* Silent until the client gives up and hangs up. */
                 while (read(fd, buf, sizeof(buf)) > 0)
@@ -615,6 +631,10 @@ static void test_transport(void) {
         expect(run((char *[]){"status", "21", NULL}), 5, "",
                "the answer is not HTTP or ended early\n");
         expect(run((char *[]){"status", "22", NULL}), 5, "",
+               "the answer is not HTTP or ended early\n");
+        expect(run((char *[]){"status", "24", NULL}), 5, "",
+               "the answer is not HTTP or ended early\n");
+        expect(run((char *[]){"status", "25", NULL}), 5, "",
                "the answer is not HTTP or ended early\n");
         int64_t start = util_now_ms();
         expect(run((char *[]){"wait", "23", "--timeout", "0.2", NULL}), 5, "", ": timed out\n");

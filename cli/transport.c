@@ -29,6 +29,7 @@
 /* A status line or header longer than this is not from an API server. */
 #define MAX_LINE 8192
 #define MAX_HEADER_BYTES (64u << 10)
+#define MAX_INTERIM 8
 
 typedef struct Url {
         bool tls;
@@ -387,7 +388,8 @@ typedef struct Head {
 /* Reads the status line and headers of the final (non-1xx) answer into r and head. */
 static int head_read(Input *in, CliResponse *r, Head *head) {
         char line[MAX_LINE];
-        for (;;) {
+        /* A few interim answers at most: endless ones would hold a followed log forever. */
+        for (int interim = 0; interim < MAX_INTERIM; interim++) {
                 *head = (Head){.content_length = -1};
                 int rc = input_line(in, line, sizeof(line));
                 int status = 0;
@@ -433,7 +435,9 @@ static int head_read(Input *in, CliResponse *r, Head *head) {
                         return 0;
                 }
                 free(head->location);
+                head->location = NULL;
         }
+        return -EBADMSG;
 }
 
 typedef struct Exchange {
