@@ -175,7 +175,8 @@ int cli_parse_seconds(const CliContext *ctx, const char *flag, const char *s, in
                 cli_error(ctx, "%s: not a number of seconds: '%s'", flag, s);
                 return CLI_EXIT_USAGE;
         }
-        *ret_ms = (int64_t) llround(v * 1000.0);
+        /* llround for v >= 0, without making every start load libm for one call. */
+        *ret_ms = (int64_t) (v * 1000.0 + 0.5);
         return CLI_EXIT_OK;
 }
 

@@ -2,7 +2,6 @@
 /* The top of axctl: global options, the command table and help. */
 #include "cli.h"
 
-#include <curl/curl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -89,6 +88,12 @@ enum {
         OPT_VERSION = 1,
 };
 
+/* An option given before the command (--url, --ca-file, --json). */
+typedef struct GlobalOption {
+        int id;
+        const char *value;
+} GlobalOption;
+
 static const CliOption global_options[] = {
         {"version", 0, false, OPT_VERSION},
         {},
@@ -113,15 +118,15 @@ int cli_run(int argc, char **argv, FILE *raw_out, FILE *raw_err) {
                 return CLI_EXIT_FAILED;
         }
         CliContext ctx = {.out = out, .err = err, .log_out = log_out};
-        /* A broken config file must not stand in the way of --help: it is reported
-         * only when a command is about to run. */
-        _cleanup_free_ char *config_error = NULL;
-        if (cli_context_configure(&ctx, &config_error) < 0)
-                cli_context_set_url(&ctx, CLI_DEFAULT_URL);
-
         CliArgs a;
         cli_args_init(&a, &ctx, NULL, global_options, argc - 1, argv + 1);
         a.rest_at_positional = true;
+        /* The config file is read only when a command is about to run: --version and
+         * --help need nothing of it, and a broken file must not stand in their way. The
+         * options before the command are applied after it, as they override it. */
+        _cleanup_free_ GlobalOption *options = xcalloc((size_t) argc, sizeof(*options));
+        size_t n_options = 0;
+        _cleanup_free_ char *config_error = NULL;
         int r = CLI_EXIT_USAGE;
         for (;;) {
                 const char *value;
@@ -144,7 +149,7 @@ int cli_run(int argc, char **argv, FILE *raw_out, FILE *raw_err) {
                 }
                 if (id == CLI_ARG_REST)
                         break;
-                cli_args_apply_common(&ctx, id, value);
+                options[n_options++] = (GlobalOption){id, value};
         }
         if (a.index >= a.argc) {
                 cli_error(&ctx, "no command given (see axctl --help)");
@@ -163,14 +168,14 @@ int cli_run(int argc, char **argv, FILE *raw_out, FILE *raw_err) {
                 cli_error(&ctx, "unknown command %s (see axctl --help)", name);
                 goto finish;
         }
-        if (config_error) {
+        if (cli_context_configure(&ctx, &config_error) < 0) {
                 cli_error(&ctx, "%s", config_error);
                 goto finish;
         }
-        curl_global_init(CURL_GLOBAL_DEFAULT);
+        for (size_t i = 0; i < n_options; i++)
+                cli_args_apply_common(&ctx, options[i].id, options[i].value);
         r = c->run(&ctx, cargc, cargv);
         fflush(out);
-        curl_global_cleanup();
 finish:
         cli_context_done(&ctx);
         if (log_out != raw_out)

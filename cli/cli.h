@@ -132,7 +132,7 @@ void cli_context_set_ca_file(CliContext *ctx, const char *path);
 /* Frees what the context owns (wiping the token). */
 void cli_context_done(CliContext *ctx);
 
-/* ---- http.c: the REST client ---- */
+/* ---- transport.c: HTTP/1.1 requests (http.c: what they mean) ---- */
 
 /* The most axctl reads of one answer into memory (a followed log is streamed instead). */
 #define CLI_MAX_ANSWER (64u << 20)
@@ -159,8 +159,26 @@ typedef struct CliRequest {
 } CliRequest;
 
 /* Performs a request. Returns 0 when an HTTP answer arrived (any status; the caller
- * looks at r->status), -EIO with r->error set when the server could not be reached. */
+ * looks at r->status), -EIO with r->error set when the server could not be reached,
+ * -EFBIG (r->too_large) for an answer past CLI_MAX_ANSWER. */
 int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *r);
+
+/* ---- tls.c: GnuTLS for https, loaded on first use ---- */
+
+typedef struct CliTls CliTls;
+/* Prepares TLS on a connected non-blocking socket: certificates checked against ca_file
+ * (NULL: the system's) and host. 0, or < 0 with *ret_error. */
+int cli_tls_new(int fd, const char *host, const char *ca_file, CliTls **ret, char **ret_error);
+CliTls *cli_tls_free(CliTls *t);
+/* Each returns -EAGAIN when the socket must first be ready for cli_tls_wanted_events(),
+ * or -EIO with *ret_error. */
+int cli_tls_handshake(CliTls *t, char **ret_error);
+/* Bytes read, 0 at the end of the stream. */
+ssize_t cli_tls_recv(CliTls *t, void *buf, size_t n, char **ret_error);
+ssize_t cli_tls_send(CliTls *t, const void *buf, size_t n, char **ret_error);
+short cli_tls_wanted_events(CliTls *t);
+
+/* ---- http.c: the REST client ---- */
 
 /* Maps an HTTP error status to the documented exit code. */
 int cli_exit_for_status(long status);

@@ -214,26 +214,35 @@ typedef struct Escaper {
         bool after_c2; /* the last byte was 0xc2, the lead byte of U+0080-U+00BF */
 } Escaper;
 
+/* Escapes into a buffer first: `to` may be unbuffered (stderr), where every fputc
+ * would be a system call of its own. */
 static ssize_t escaper_write(void *cookie, const char *buf, size_t size) {
         Escaper *e = cookie;
+        char out[4096];
+        size_t n = 0;
         for (size_t i = 0; i < size; i++) {
+                if (n > sizeof(out) - 16) {
+                        fwrite(out, 1, n, e->to);
+                        n = 0;
+                }
                 unsigned char c = (unsigned char) buf[i];
                 if (e->after_c2) {
                         e->after_c2 = false;
                         if (c >= 0x80 && c <= 0x9f) {
-                                fprintf(e->to, "\\u%04x", c);
+                                n += (size_t) snprintf(out + n, sizeof(out) - n, "\\u%04x", c);
                                 continue;
                         }
-                        fputc(0xc2, e->to);
+                        out[n++] = (char) 0xc2;
                 }
                 if (c == 0xc2)
                         e->after_c2 = true;
                 else if ((c < 0x20 && c != '\n' && c != '\t' && !(c == '\r' && e->keep_cr)) ||
                          c == 0x7f)
-                        fprintf(e->to, "\\x%02x", c);
+                        n += (size_t) snprintf(out + n, sizeof(out) - n, "\\x%02x", c);
                 else
-                        fputc(c, e->to);
+                        out[n++] = (char) c;
         }
+        fwrite(out, 1, n, e->to);
         fflush(e->to);
         return (ssize_t) size;
 }

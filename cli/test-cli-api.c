@@ -87,9 +87,81 @@ static const char hostile_job[] =
         " \"reason\": \"node says \\u001b]52;c;cHduZWQ=\\u0007\\u001b[2J\\rok\", \"exit_code\": 1,"
         " \"created_at\": \"2020-01-01T00:00:00.000Z\", \"ranks\": [], \"attempts\": []}";
 
+/* Writes text as it is, in one write (the test's answers are small). */
+static void send_raw(int fd, const char *text) {
+        assert(write(fd, text, strlen(text)) == (ssize_t) strlen(text));
+}
+
+/* Answers that test the client's HTTP framing and limits rather than the API. */
+static bool route_transport(int fd) {
+        const char *t = fake.target;
+        char buf[4096];
+        if (strcmp(t, "/v1/jobs/20") == 0) {
+                /* An interim answer, then the job in chunks (an extension, a trailer),
+                 * written apart so the client reads them in pieces. */
+                const char *job = job_json(20, "running", "", "null");
+                size_t half = strlen(job) / 2;
+                send_raw(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+                snprintf(buf, sizeof(buf),
+                         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%zx;x=y\r\n%.*s\r\n",
+                         half, (int) half, job);
+                send_raw(fd, buf);
+                snprintf(buf, sizeof(buf), "%zX\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n",
+                         strlen(job + half), job + half);
+                send_raw(fd, buf);
+                return true;
+        }
+        if (strcmp(t, "/v1/jobs/21") == 0) {
+                send_raw(fd, "HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"id\": 21");
+                return true;
+        }
+        if (strcmp(t, "/v1/jobs/22") == 0) {
+                send_raw(fd, "SSH-2.0-OpenSSH_9.2\r\n");
+                return true;
+        }
+        if (strcmp(t, "/v1/jobs/24") == 0) {
+                /* A header line longer than any API server sends. */
+                memset(buf, 'a', sizeof(buf) - 1);
+                buf[sizeof(buf) - 1] = '\0';
+                send_raw(fd, "HTTP/1.1 200 OK\r\nX-Long: ");
+                send_raw(fd, buf);
+                send_raw(fd, buf);
+                send_raw(fd, buf);
+                return true;
+        }
+        if (strcmp(t, "/v1/jobs/25") == 0) {
+                /* Interim answers without end: the client stops listening. */
+                while (write(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25) > 0)
+                        ;
+                return true;
+        }
+        if (strcmp(t, "/v1/jobs/23") == 0) {
+                /* Silent until the client gives up and hangs up. */
+                while (read(fd, buf, sizeof(buf)) > 0)
+                        ;
+                return true;
+        }
+        if (strncmp(t, "/v1/jobs/10/logs?", 17) == 0) {
+                send_raw(fd, "HTTP/1.1 307 Again\r\nLocation: /v1/jobs/10/logs?again\r\n"
+                             "Content-Length: 0\r\n\r\n");
+                return true;
+        }
+        if (strncmp(t, "/v1/jobs/11/logs?", 17) == 0) {
+                snprintf(buf, sizeof(buf),
+                         "HTTP/1.1 302 Found\r\nLocation: /agent/log?%.900s\r\n"
+                         "Content-Length: 0\r\n\r\n",
+                         t + 17);
+                send_raw(fd, buf);
+                return true;
+        }
+        return false;
+}
+
 static void route(int fd) {
         const char *t = fake.target;
         char extra[1200];
+        if (route_transport(fd))
+                return;
         if (strcmp(t, "/v1/jobs/16") == 0)
                 return send_response(fd, 200, NULL, hostile_job);
         if (strcmp(t, "/v1/jobs/16/cancel") == 0)
@@ -550,6 +622,48 @@ static void test_hostile_answers(void) {
         free(raw);
 }
 
+/* The client's own HTTP: framing, redirects, limits and URLs. */
+static void test_transport(void) {
+        Run r = run((char *[]){"status", "20", NULL});
+        assert(r.code == 0 && strstr(r.out, "job:        20\n") &&
+               strstr(r.out, "state:      running\n"));
+        run_done(&r);
+        expect(run((char *[]){"status", "21", NULL}), 5, "",
+               "the answer is not HTTP or ended early\n");
+        expect(run((char *[]){"status", "22", NULL}), 5, "",
+               "the answer is not HTTP or ended early\n");
+        expect(run((char *[]){"status", "24", NULL}), 5, "",
+               "the answer is not HTTP or ended early\n");
+        expect(run((char *[]){"status", "25", NULL}), 5, "",
+               "the answer is not HTTP or ended early\n");
+        int64_t start = util_now_ms();
+        expect(run((char *[]){"wait", "23", "--timeout", "0.2", NULL}), 5, "", ": timed out\n");
+        /* The request's limit is the wait's and one second more. */
+        assert(util_now_ms() - start < 3000);
+        expect(run((char *[]){"logs", "10", NULL}), 5, "", "more than 5 redirects\n");
+
+        /* A redirect to the controller itself keeps the token; elsewhere it is dropped
+         * (test_auth's job 8). */
+        setenv("AXCTL_TOKEN", "admin-token", 1);
+        expect(run((char *[]){"logs", "11", "--rank", "1", NULL}), 0, NULL, "");
+        assert(strcmp(fake.target, "/agent/log?rank=1") == 0);
+        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        unsetenv("AXCTL_TOKEN");
+
+        const char *bad_urls[][2] = {
+                {"ftp://127.0.0.1",
+                 "at ftp://127.0.0.1: unsupported URL (http:// or https:// only)\n"},
+                {"http://127.0.0.1:99999", "invalid URL"},
+                {"http://user@127.0.0.1:1", "invalid URL"},
+                {"http://[::1", "invalid URL"},
+                {"http://127.0.0.1:1/a b", "invalid URL: spaces or control characters\n"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad_urls); i++)
+                expect(run_plain(
+                               (char *[]){"axctl", "--url", (char *) bad_urls[i][0], "list", NULL}),
+                       5, "", bad_urls[i][1]);
+}
+
 static void test_config(void) {
         _cleanup_free_ char *dir = check_tmpdir("axctl-cfg");
         _cleanup_free_ char *path = xasprintf("%s/config", dir);
@@ -649,6 +763,7 @@ int main(void) {
         test_nodes();
         test_auth();
         test_hostile_answers();
+        test_transport();
         test_config();
         printf("cli-api: ok\n");
         return 0;
