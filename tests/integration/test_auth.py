@@ -175,6 +175,50 @@ class AuthTest(axtest.ClusterTestCase):
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 1)
 
+    def test_retired_jobs_keep_their_project(self):
+        """Jobs that left memory (--job-retention-s 0) are read back from the store under
+        the same rules: another project's is 403 to get, cancel, list or read events of;
+        an idempotency key still finds its own project's job; after a restart too."""
+        self.c.controller_args = ["--auth", "--job-retention-s", "0"]
+        self.c.restart_controller()
+        spec = {"command": ["true"], "ranks": 1}
+        key = {"Idempotency-Key": "k1"}
+
+        def submit(who, project):
+            headers = dict(key, Authorization="Bearer " + self.tokens[who])
+            return self.c.api("POST", "/v1/jobs", body=dict(spec, project=project),
+                              headers=headers)
+
+        st, mine, _ = submit("alice", "p1")
+        self.assertEqual(st, 201, mine)
+        st, theirs, _ = submit("bob", "p2")
+        self.assertEqual(st, 201, theirs)
+        for who, job in (("alice", mine), ("bob", theirs)):
+            self.assertEqual(self.call(who, "POST", "/v1/jobs/%d/cancel" % job["id"])[0], 200)
+
+        def retired():
+            st, text, _ = self.call("admin", "GET", "/metrics")
+            return st == 200 and 'axctl_jobs{state="cancelled"} 0' in text
+        axtest.wait_for(retired, 10, "the cancelled jobs to leave memory")
+
+        for restarted in (False, True):
+            if restarted:
+                self.c.restart_controller()
+            st, job, _ = self.call("alice", "GET", "/v1/jobs/%d" % mine["id"])
+            self.assertEqual((st, job["state"]), (200, "cancelled"), job)
+            self.assertEqual(self.call("alice", "POST", "/v1/jobs/%d/cancel" % mine["id"])[0],
+                             409)
+            for method, path in (("GET", "/v1/jobs/%d"), ("POST", "/v1/jobs/%d/cancel"),
+                                 ("GET", "/v1/jobs/%d/events")):
+                st, body, _ = self.call("alice", method, path % theirs["id"])
+                self.assertEqual(st, 403, (method, path, body))
+            st, listed, _ = self.call("alice", "GET", "/v1/jobs")
+            self.assertEqual([j["id"] for j in listed["jobs"]], [mine["id"]])
+            st, listed, _ = self.call("admin", "GET", "/v1/jobs?state=cancelled")
+            self.assertEqual([j["id"] for j in listed["jobs"]], [theirs["id"], mine["id"]])
+            st, again, _ = submit("alice", "p1")
+            self.assertEqual((st, again["id"]), (200, mine["id"]), again)
+
     def test_hostile_input(self):
         deep = b"[" * 100 + b"]" * 100
         st, ans, _ = self.call("admin", "POST", "/v1/jobs", raw=deep)
