@@ -640,15 +640,16 @@ static int rank_row(sqlite3_stmt *st, void *p) {
         return ((StoreRankFn) ctx->fn)(ctx->userdata, &rk);
 }
 
+/* What rank_row reads, of the ranks of each job's latest attempt. */
+#define LATEST_RANKS                                                                         \
+        "r.job, r.attempt, r.rank, r.node, r.devices, r.state, r.alive, r.pid, r.exit_code," \
+        " r.signal, r.step, r.local_rank, r.node_rank"                                       \
+        " FROM rank r JOIN job j ON j.id = r.job AND j.attempt = r.attempt"
+
 int store_ranks_load(Store *store, StoreRankFn fn, void *userdata) {
         sqlite3_stmt *st;
         /* Only the ranks of each job's latest attempt matter after a restart. */
-        int r = query(store,
-                      "SELECT r.job, r.attempt, r.rank, r.node, r.devices, r.state, r.alive,"
-                      " r.pid, r.exit_code, r.signal, r.step, r.local_rank, r.node_rank"
-                      " FROM rank r JOIN job j ON j.id = r.job AND j.attempt = r.attempt"
-                      " ORDER BY r.job, r.rank",
-                      &st);
+        int r = query(store, "SELECT " LATEST_RANKS " ORDER BY r.job, r.rank", &st);
         if (r < 0)
                 return r;
         LoadCtx ctx = {(void *) fn, userdata};
@@ -660,10 +661,7 @@ int store_job_load(Store *store, int64_t id, StoreJobFn job_fn, StoreAttemptFn a
         static const char *const sql[] = {
                 "SELECT " JOB_COLUMNS " FROM job WHERE id = ?",
                 "SELECT " ATTEMPT_COLUMNS " FROM attempt WHERE job = ? ORDER BY attempt",
-                "SELECT r.job, r.attempt, r.rank, r.node, r.devices, r.state, r.alive,"
-                " r.pid, r.exit_code, r.signal, r.step, r.local_rank, r.node_rank"
-                " FROM rank r JOIN job j ON j.id = r.job AND j.attempt = r.attempt"
-                " WHERE r.job = ? ORDER BY r.rank",
+                "SELECT " LATEST_RANKS " WHERE r.job = ? ORDER BY r.rank",
         };
         int (*const rows[])(sqlite3_stmt *, void *) = {job_row, attempt_row, rank_row};
         void *const fns[] = {(void *) job_fn, (void *) attempt_fn, (void *) rank_fn};
