@@ -35,7 +35,10 @@ typedef enum CliExit {
 #endif
 
 typedef struct CliContext {
-        char *url; /* controller base URL without a trailing slash */
+        char *url; /* controller base URL, or several separated by commas (route.c) */
+        size_t *url_current; /* which of them answered last, where the next request
+                              * starts; NULL: the first. Owned; a pointer so that
+                              * requests through a const context can move it. */
         char *token; /* bearer token, NULL for none; never printed */
         char *ca_file; /* CA bundle for https URLs, NULL: the system's */
         bool json; /* print the API's JSON instead of tables */
@@ -144,6 +147,7 @@ typedef struct CliResponse {
         size_t len;
         char *error; /* transport error text when status is 0 */
         char *final_url; /* URL after redirects */
+        uint64_t streamed; /* bytes of a streamed 2xx body received, skipped ones too */
 } CliResponse;
 
 void cli_response_done(CliResponse *r);
@@ -155,13 +159,35 @@ typedef struct CliRequest {
         const char *idempotency_key;
         bool follow_redirects;
         bool stream; /* write a 2xx body to ctx->out as it arrives (logs -f) */
+        uint64_t stream_skip; /* bytes of the streamed body not to write again */
         long timeout_ms; /* 0: no total limit */
 } CliRequest;
 
-/* Performs a request. Returns 0 when an HTTP answer arrived (any status; the caller
- * looks at r->status), -EIO with r->error set when the server could not be reached,
- * -EFBIG (r->too_large) for an answer past CLI_MAX_ANSWER. */
+/* ---- route.c: which controller a request goes to ---- */
+
+/*
+ * Performs a request with the controller that leads: it starts with the URL that
+ * answered last, follows a follower's redirect to the leader, tries the next URL when
+ * one cannot be reached, and waits out a failover for a few seconds (docs/CLI.md).
+ * Returns 0 when an HTTP answer arrived (any status; the caller looks at r->status),
+ * -EIO with r->error set when no controller could be reached, -EFBIG (r->too_large)
+ * for an answer past CLI_MAX_ANSWER.
+ */
 int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *r);
+
+/* One request to one absolute URL, as route.c sends it. */
+typedef struct CliHop {
+        const char *url;
+        const char *method;
+        const char *body; /* NULL: none */
+        bool send_token;
+        int64_t deadline; /* util_now_ms() time of the whole request, 0 for none */
+} CliHop;
+/* Sends hop on a new connection. Returns as cli_http_perform, with *ret_location (owned)
+ * for a 3xx that has one, and *ret_sent once connected: the request may have arrived. */
+int cli_http_exchange(const CliContext *ctx, const CliRequest *req, const CliHop *hop,
+                      CliResponse *r, char **ret_location, bool *ret_sent);
+void cli_sleep_ms(int64_t ms);
 
 /* ---- tls.c: GnuTLS for https, loaded on first use ---- */
 

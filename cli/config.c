@@ -3,7 +3,8 @@
  * Where axctl gets its controller URL, credentials and CA from. Each setting has one
  * order of precedence, highest first:
  *
- *   url      --url, $AXCTL_URL, the config file's `url`, http://127.0.0.1:8470
+ *   url      --url, $AXCTL_URL, the config file's `url`, http://127.0.0.1:8470; each may
+ *            name several controllers, comma separated (route.c)
  *   token    $AXCTL_TOKEN, the config file's `token`
  *   ca_file  --ca-file, $AXCTL_CA_FILE, the config file's `ca_file`
  *
@@ -26,10 +27,14 @@
 void cli_context_set_url(CliContext *ctx, const char *url) {
         free(ctx->url);
         ctx->url = xstrdup(url);
-        /* Paths are appended as "/v1/...": a trailing slash would double it. */
+        /* Paths are appended as "/v1/...": a trailing slash would double it. (Each URL of
+         * a list loses its own in route.c, which checks them.) */
         size_t n = strlen(ctx->url);
         while (n > 0 && ctx->url[n - 1] == '/')
                 ctx->url[--n] = '\0';
+        if (!ctx->url_current)
+                ctx->url_current = xmalloc(sizeof(*ctx->url_current));
+        *ctx->url_current = 0;
 }
 
 void cli_context_set_ca_file(CliContext *ctx, const char *path) {
@@ -155,7 +160,9 @@ int cli_context_configure(CliContext *ctx, char **ret_error) {
 
 void cli_context_done(CliContext *ctx) {
         free(ctx->url);
+        free(ctx->url_current);
         free(ctx->ca_file);
         token_free_secret(ctx->token);
         ctx->url = ctx->ca_file = ctx->token = NULL;
+        ctx->url_current = NULL;
 }

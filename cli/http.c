@@ -80,7 +80,11 @@ int cli_report_failure(const CliContext *ctx, const CliResponse *r) {
         }
         if (r->status == 0) {
                 const char *u = r->final_url ? r->final_url : ctx->url;
-                if (strncmp(u, ctx->url, strlen(ctx->url)) == 0)
+                if (r->final_url && strcmp(u, ctx->url) == 0 && strchr(ctx->url, ','))
+                        /* route.c's list of how each controller failed. */
+                        cli_error(ctx, "cannot reach a leading controller: %s",
+                                  r->error ? r->error : "unknown error");
+                else if (strncmp(u, ctx->url, strlen(ctx->url)) == 0)
                         cli_error(ctx, "cannot reach controller at %s: %s", ctx->url,
                                   r->error ? r->error : "unknown error");
                 else

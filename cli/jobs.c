@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
 #define CLI_WAIT_FIRST_POLL_MS 200
 #define CLI_WAIT_MAX_POLL_MS 1000
@@ -28,12 +27,6 @@ int cli_exit_for_job_state(const char *state) {
         if (strcmp(state, "cancelled") == 0)
                 return CLI_EXIT_CANCELLED;
         return -1;
-}
-
-static void sleep_ms(int64_t ms) {
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-        while (nanosleep(&ts, &ts) < 0)
-                ;
 }
 
 /* ---- list ---- */
@@ -592,7 +585,7 @@ int cli_job_wait(const CliContext *ctx, int64_t id, int64_t timeout_ms) {
                 int64_t pause = interval;
                 if (deadline && deadline - now < pause)
                         pause = deadline - now;
-                sleep_ms(pause);
+                cli_sleep_ms(pause);
                 interval = interval * 3 / 2;
                 if (interval > CLI_WAIT_MAX_POLL_MS)
                         interval = CLI_WAIT_MAX_POLL_MS;

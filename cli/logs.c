@@ -8,19 +8,15 @@
 #include "cli.h"
 
 #include <string.h>
-#include <time.h>
 
 #define CLI_EVENTS_POLL_MS 500
 #define CLI_EVENTS_OUTAGE_MS 15000
+/* logs -f rides out a controller restart or failover as `wait` does. */
+#define CLI_LOGS_OUTAGE_MS 15000
+#define CLI_LOGS_RETRY_MS 250
 
 static const char env_begin[] = "--- axctl environment ---";
 static const char env_end[] = "--- end environment ---";
-
-static void sleep_ms(int64_t ms) {
-        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-        while (nanosleep(&ts, &ts) < 0)
-                ;
-}
 
 static bool line_is(const char *line, size_t len, const char *marker) {
         /* Tolerate CRLF and trailing blanks: logs pass through many hands. */
@@ -166,6 +162,52 @@ enum {
         OPT_FOLLOW,
 };
 
+/*
+ * logs -f: follow=1 asks the controller to stream until the rank ends. A stream that
+ * breaks instead (the controller died, or failed over to another) is asked for again,
+ * from the same controller or the next leader, and what was printed already is skipped,
+ * so the output goes on as if nothing happened. The attempt is fixed first: bytes of
+ * one attempt's log would not skip another's.
+ */
+static int logs_follow(const CliContext *ctx, int64_t id, int64_t rank, int64_t attempt) {
+        if (attempt == 0) {
+                _cleanup_free_ char *job_path = xasprintf("/v1/jobs/%lld", (long long) id);
+                _cleanup_json_ json_t *job = NULL;
+                int r = cli_api_call(ctx, "GET", job_path, NULL, NULL, &job);
+                if (r != CLI_EXIT_OK)
+                        return r;
+                attempt = json_integer_value(json_object_get(job, "attempt"));
+        }
+        _cleanup_free_ char *path = logs_path(id, rank, attempt, true);
+        uint64_t printed = 0;
+        int64_t outage_since = 0;
+        for (;;) {
+                CliRequest req = {.method = "GET",
+                                  .path = path,
+                                  .follow_redirects = true,
+                                  .stream = true,
+                                  .stream_skip = printed};
+                CliResponse resp;
+                cli_http_perform(ctx, &req, &resp);
+                if (resp.streamed > printed) {
+                        printed = resp.streamed;
+                        outage_since = 0;
+                }
+                bool ended = resp.status >= 200 && resp.status < 300;
+                bool broken = resp.status == 0 || resp.status == 503;
+                int64_t now = util_now_ms();
+                if (broken && outage_since == 0)
+                        outage_since = now;
+                if (ended || !broken || now - outage_since > CLI_LOGS_OUTAGE_MS) {
+                        int r = ended ? CLI_EXIT_OK : cli_report_failure(ctx, &resp);
+                        cli_response_done(&resp);
+                        return r;
+                }
+                cli_response_done(&resp);
+                cli_sleep_ms(CLI_LOGS_RETRY_MS);
+        }
+}
+
 int cli_cmd_logs(CliContext *ctx, int argc, char **argv) {
         static const CliOption options[] = {
                 {"rank", 'r', true, OPT_RANK},
@@ -215,8 +257,9 @@ int cli_cmd_logs(CliContext *ctx, int argc, char **argv) {
         if (id == 0)
                 return cli_args_missing(ctx, "logs", "a JOB id");
 
-        /* follow=1 asks the controller to keep streaming until the rank ends. */
-        _cleanup_free_ char *path = logs_path(id, rank, attempt, follow);
+        if (follow)
+                return logs_follow(ctx, id, rank, attempt);
+        _cleanup_free_ char *path = logs_path(id, rank, attempt, false);
         CliRequest req = {.method = "GET", .path = path, .follow_redirects = true, .stream = true};
         CliResponse resp;
         cli_http_perform(ctx, &req, &resp);
@@ -273,7 +316,7 @@ static void events_add(const CliContext *ctx, CliTable *t, json_t *events, int64
 static int events_follow(const CliContext *ctx, CliTable *t, int64_t job, int64_t last_seq) {
         int64_t outage_since = 0;
         for (;;) {
-                sleep_ms(CLI_EVENTS_POLL_MS);
+                cli_sleep_ms(CLI_EVENTS_POLL_MS);
                 _cleanup_free_ char *path =
                         xasprintf("/v1/events?after=%lld", (long long) last_seq);
                 CliRequest req = {.method = "GET", .path = path, .timeout_ms = 10000};

@@ -25,7 +25,7 @@ static CliContext ctx_new(Capture *err) {
 static void ctx_done(CliContext *ctx, Capture *err) {
         fclose(err->f);
         free(err->text);
-        free(ctx->url);
+        cli_context_done(ctx);
 }
 
 /* Parses argv (NULL-terminated) and compares the compact, sorted spec with want. */

@@ -5,8 +5,9 @@
  * libcurl's place because loading libcurl (30 libraries: two TLS stacks, Kerberos,
  * LDAP, SSH) cost a short command several times the work it does
  * (docs/PERFORMANCE.md). It does what the API needs: a request with a JSON body;
- * answers framed by Content-Length, by chunks or by the end of the connection; the
- * redirects of the logs route; a deadline for connecting and one for the whole request.
+ * answers framed by Content-Length, by chunks or by the end of the connection; a
+ * deadline for connecting and one for the whole request. This file makes one exchange
+ * with one URL; route.c decides which URLs, and follows redirects and failovers.
  * There is no proxy support: the controller is reached directly (docs/CLI.md).
  */
 #include "cli.h"
@@ -20,26 +21,18 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "token.h"
+#include "url.h"
 
-/* libcurl's default, which axctl used before. */
-#define MAX_REDIRECTS 5
 /* Connecting includes the TLS handshake; a total limit is the request's own. */
 #define CLI_CONNECT_TIMEOUT_MS 5000
 /* A status line or header longer than this is not from an API server. */
 #define MAX_LINE 8192
 #define MAX_HEADER_BYTES (64u << 10)
 #define MAX_INTERIM 8
-
-typedef struct Url {
-        bool tls;
-        char *host; /* without the brackets of an IPv6 literal */
-        char *port;
-        char *authority; /* as the Host header carries it */
-        char *target; /* path and query */
-} Url;
 
 typedef struct Conn {
         int fd;
@@ -58,6 +51,7 @@ typedef struct Input {
 typedef struct Sink {
         CliResponse *r;
         FILE *stream_to; /* non-NULL: a 2xx body goes here as it arrives */
+        uint64_t skip; /* bytes of a streamed body still to drop (printed before) */
         size_t cap;
 } Sink;
 
@@ -66,82 +60,6 @@ void cli_response_done(CliResponse *r) {
         free(r->error);
         free(r->final_url);
         *r = (CliResponse){};
-}
-
-static void url_done(Url *u) {
-        free(u->host);
-        free(u->port);
-        free(u->authority);
-        free(u->target);
-        *u = (Url){};
-}
-
-/* Parses an http:// or https:// URL; -EINVAL with *ret_error (the caller names the
- * URL: it is the one a failure is reported for). */
-static int url_parse(const char *s, Url *ret, char **ret_error) {
-        *ret = (Url){};
-        for (const char *p = s; *p; p++)
-                if ((unsigned char) *p <= 0x20 || *p == 0x7f) {
-                        *ret_error = xstrdup("invalid URL: spaces or control characters");
-                        return -EINVAL;
-                }
-        ret->tls = strncasecmp(s, "https://", 8) == 0;
-        if (!ret->tls && strncasecmp(s, "http://", 7) != 0) {
-                *ret_error = xstrdup("unsupported URL (http:// or https:// only)");
-                return -EINVAL;
-        }
-        const char *rest = s + (ret->tls ? 8 : 7);
-        size_t n = strcspn(rest, "/?#");
-        const char *host = rest, *host_end, *port = NULL;
-        if (*host == '[') {
-                host_end = memchr(host, ']', n);
-                if (host_end && host_end + 1 < rest + n && host_end[1] == ':')
-                        port = host_end + 2;
-                else if (host_end && host_end + 1 != rest + n)
-                        host_end = NULL;
-                host++;
-        } else {
-                host_end = memchr(host, ':', n);
-                if (host_end)
-                        port = host_end + 1;
-                else
-                        host_end = rest + n;
-        }
-        size_t port_len = port ? (size_t) (rest + n - port) : 0;
-        bool port_ok =
-                !port || (port_len > 0 && port_len <= 5 && strspn(port, "0123456789") >= port_len &&
-                          strtol(port, NULL, 10) > 0 && strtol(port, NULL, 10) <= 65535);
-        if (!host_end || host_end == host || memchr(rest, '@', n) || !port_ok) {
-                *ret_error = xstrdup("invalid URL: expected scheme://host[:port]");
-                return -EINVAL;
-        }
-        ret->host = xasprintf("%.*s", (int) (host_end - host), host);
-        ret->port =
-                port ? xasprintf("%.*s", (int) port_len, port) : xstrdup(ret->tls ? "443" : "80");
-        ret->authority = xasprintf("%.*s", (int) n, rest);
-        const char *target = rest + n;
-        ret->target =
-                xasprintf("%s%.*s", *target == '/' ? "" : "/", (int) strcspn(target, "#"), target);
-        return 0;
-}
-
-/* Whether a and b are the same scheme, host and port: the token goes to no other. */
-static bool url_same_origin(const Url *a, const Url *b) {
-        return a->tls == b->tls && strcasecmp(a->host, b->host) == 0 &&
-               strcmp(a->port, b->port) == 0;
-}
-
-/* The URL a Location header points to, from the URL base that sent it; NULL for a
- * relative path (no server of axctl's sends one). */
-static char *url_resolve(const Url *base, const char *location) {
-        const char *scheme = base->tls ? "https" : "http";
-        if (strncasecmp(location, "http://", 7) == 0 || strncasecmp(location, "https://", 8) == 0)
-                return xstrdup(location);
-        if (strncmp(location, "//", 2) == 0)
-                return xasprintf("%s:%s", scheme, location);
-        if (location[0] == '/')
-                return xasprintf("%s://%s%s", scheme, base->authority, location);
-        return NULL;
 }
 
 /* Waits until fd is ready for events or the deadline passes: 0 or -ETIMEDOUT. */
@@ -311,7 +229,12 @@ static int input_line(Input *in, char *line, size_t size) {
 static int body_deliver(Sink *s, const char *data, size_t n) {
         CliResponse *r = s->r;
         if (s->stream_to && r->status >= 200 && r->status < 300) {
-                if (fwrite(data, 1, n, s->stream_to) != n)
+                r->streamed += n;
+                size_t drop = s->skip < n ? (size_t) s->skip : n;
+                s->skip -= drop;
+                data += drop;
+                n -= drop;
+                if (n > 0 && fwrite(data, 1, n, s->stream_to) != n)
                         return -EIO;
                 /* Followed logs are read by people and tail-like scripts. */
                 fflush(s->stream_to);
@@ -449,14 +372,12 @@ static int head_read(Input *in, CliResponse *r, Head *head) {
 typedef struct Exchange {
         const CliContext *ctx;
         const CliRequest *req;
-        const char *method;
-        const char *body; /* NULL: none */
-        bool send_token;
-        int64_t deadline; /* of the whole request, 0 for none */
+        const CliHop *hop;
         Sink *sink;
 } Exchange;
 
 static char *request_text(const Exchange *x, const Url *u, size_t *ret_len) {
+        const char *method = x->hop->method, *body = x->hop->body;
         char *text = NULL;
         FILE *f = open_memstream(&text, ret_len);
         if (!f)
@@ -464,33 +385,35 @@ static char *request_text(const Exchange *x, const Url *u, size_t *ret_len) {
         fprintf(f,
                 "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: axctl/" AXCTL_VERSION
                 "\r\nAccept: application/json\r\nConnection: close\r\n",
-                x->method, u->target, u->authority);
-        if (x->send_token) {
+                method, u->target, u->authority);
+        if (x->hop->send_token) {
                 _cleanup_free_ char *h = token_auth_header(x->ctx->token);
                 fprintf(f, "%s\r\n", h);
                 explicit_bzero(h, strlen(h));
         }
         if (x->req->idempotency_key)
                 fprintf(f, "Idempotency-Key: %s\r\n", x->req->idempotency_key);
-        if (x->body)
+        if (body)
                 fputs("Content-Type: application/json\r\n", f);
-        if (x->body || strcmp(x->method, "GET") != 0)
-                fprintf(f, "Content-Length: %zu\r\n", x->body ? strlen(x->body) : 0);
-        fprintf(f, "\r\n%s", x->body ? x->body : "");
+        if (body || strcmp(method, "GET") != 0)
+                fprintf(f, "Content-Length: %zu\r\n", body ? strlen(body) : 0);
+        fprintf(f, "\r\n%s", body ? body : "");
         if (fclose(f) != 0)
                 abort();
         return text;
 }
 
 /* One request and its answer on a new connection. Returns 0 with r->status set (and
- * *ret_location for a redirect the caller follows), or < 0 with r->error. */
-static int exchange(const Exchange *x, const Url *u, CliResponse *r, char **ret_location) {
-        Conn conn = {.fd = -1, .deadline = x->deadline};
+ * *ret_location for a redirect), or < 0 with r->error; *ret_sent once connected. */
+static int exchange(const Exchange *x, const Url *u, CliResponse *r, char **ret_location,
+                    bool *ret_sent) {
+        Conn conn = {.fd = -1, .deadline = x->hop->deadline};
         int64_t connect_deadline = util_now_ms() + CLI_CONNECT_TIMEOUT_MS;
-        if (x->deadline && x->deadline < connect_deadline)
-                connect_deadline = x->deadline;
+        if (x->hop->deadline && x->hop->deadline < connect_deadline)
+                connect_deadline = x->hop->deadline;
         int ret = conn_open(&conn, u, x->ctx->ca_file, connect_deadline);
         bool send_failed = false;
+        *ret_sent = ret == 0;
         if (ret == 0) {
                 size_t len;
                 char *text = request_text(x, u, &len);
@@ -510,13 +433,10 @@ static int exchange(const Exchange *x, const Url *u, CliResponse *r, char **ret_
                 in->conn = &conn;
                 ret = head_read(in, r, &head);
         }
-        bool redirect = ret == 0 && x->req->follow_redirects && head.location &&
-                        (r->status == 301 || r->status == 302 || r->status == 303 ||
-                         r->status == 307 || r->status == 308);
-        if (ret == 0 && redirect) {
+        /* A redirect's body is read too: a follower says in it why it redirects. */
+        if (ret == 0 && r->status >= 300 && r->status < 400)
                 *ret_location = TAKE_PTR(head.location);
-        } else if (ret == 0 && strcmp(x->method, "HEAD") != 0 && r->status != 204 &&
-                   r->status != 304) {
+        if (ret == 0 && r->status != 204 && r->status != 304) {
                 if (head.content_length > (int64_t) CLI_MAX_ANSWER &&
                     !(x->sink->stream_to && r->status >= 200 && r->status < 300)) {
                         r->too_large = true;
@@ -539,69 +459,31 @@ static int exchange(const Exchange *x, const Url *u, CliResponse *r, char **ret_
         return ret;
 }
 
-int cli_http_perform(const CliContext *ctx, const CliRequest *req, CliResponse *r) {
+void cli_sleep_ms(int64_t ms) {
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+        while (nanosleep(&ts, &ts) < 0)
+                ;
+}
+
+int cli_http_exchange(const CliContext *ctx, const CliRequest *req, const CliHop *hop,
+                      CliResponse *r, char **ret_location, bool *ret_sent) {
         *r = (CliResponse){};
-        _cleanup_free_ char *url = xasprintf("%s%s", ctx->url, req->path);
-        /* Checked here, because GnuTLS would only say "Error while reading file". */
-        if (ctx->ca_file && access(ctx->ca_file, R_OK) < 0) {
-                r->error = xasprintf("cannot read CA file %s: %s", ctx->ca_file, strerror(errno));
-                r->final_url = xstrdup(ctx->url);
+        *ret_location = NULL;
+        *ret_sent = false;
+        r->final_url = xstrdup(hop->url);
+        Url u;
+        int ret = url_parse(hop->url, &u, &r->error);
+        if (ret < 0)
                 return -EIO;
-        }
-        /* A header value with a line break would smuggle headers of its own. */
-        if (req->idempotency_key && strpbrk(req->idempotency_key, "\r\n")) {
-                r->error = xstrdup("the idempotency key must be one line");
-                r->final_url = xstrdup(url);
-                return -EINVAL;
-        }
         FILE *log_out = ctx->log_out ? ctx->log_out : ctx->out;
-        Sink sink = {.r = r, .stream_to = req->stream ? log_out : NULL};
-        Exchange x = {
-                .ctx = ctx,
-                .req = req,
-                .method = req->method,
-                .body = req->body,
-                .deadline = req->timeout_ms > 0 ? util_now_ms() + req->timeout_ms : 0,
-                .sink = &sink,
-        };
-        Url origin = {};
-        int ret = url_parse(url, &origin, &r->error);
-        for (int hops = 0; ret == 0; hops++) {
-                Url u = {};
-                ret = url_parse(url, &u, &r->error);
-                if (ret < 0)
-                        break;
-                /* The token goes to the controller only, never to where it redirects. */
-                x.send_token = ctx->token && url_same_origin(&u, &origin);
-                _cleanup_free_ char *location = NULL;
-                ret = exchange(&x, &u, r, &location);
-                if (ret < 0 || !location) {
-                        url_done(&u);
-                        break;
-                }
-                char *next = url_resolve(&u, location);
-                url_done(&u);
-                if (!next || hops == MAX_REDIRECTS) {
-                        r->error = next ? xasprintf("more than %d redirects", MAX_REDIRECTS)
-                                        : xasprintf("unsupported redirect to %s", location);
-                        free(next);
-                        ret = -EIO;
-                        break;
-                }
-                free(url);
-                url = next;
-                /* As browsers and libcurl do: a 303, or a 301/302 after a POST, is a GET. */
-                if (r->status == 303 ||
-                    ((r->status == 301 || r->status == 302) && strcmp(x.method, "POST") == 0)) {
-                        x.method = "GET";
-                        x.body = NULL;
-                }
-                r->status = 0;
-        }
-        url_done(&origin);
-        r->final_url = xstrdup(url);
+        Sink sink = {.r = r, .stream_to = req->stream ? log_out : NULL, .skip = req->stream_skip};
+        Exchange x = {.ctx = ctx, .req = req, .hop = hop, .sink = &sink};
+        ret = exchange(&x, &u, r, ret_location, ret_sent);
+        url_done(&u);
         if (ret < 0) {
                 r->status = 0;
+                free(*ret_location);
+                *ret_location = NULL;
                 if (r->too_large) {
                         free(r->error);
                         r->error =
