@@ -34,6 +34,7 @@
 #include "rankenv.h"
 #include "shim.h"
 #include "token.h"
+#include "url.h"
 #include "util.h"
 
 /* Defaults until the controller says otherwise (DESIGN.md §5). */
@@ -46,6 +47,9 @@
 #define AGENT_RETRY_MS 250
 /* ... and one that refuses our credentials: that takes an operator, not a blip. */
 #define AGENT_RETRY_AUTH_MS 5000
+/* Redirects to the leader followed for one request: follower to leader, and spares
+ * for a leader that changed meanwhile. */
+#define AGENT_LEADER_HOPS 3
 /* Keys of ranks that ended here and were forgotten, so a stale answer cannot rerun them. */
 #define AGENT_TOMBSTONES 1024
 
@@ -57,7 +61,9 @@ typedef enum AgentRequest {
 
 struct Agent {
         AgentConfig cfg;
-        char *controller;
+        UrlList controllers; /* one leads, the others redirect to it (docs/PROTOCOL.md) */
+        size_t current; /* the one requests go to */
+        size_t contact; /* the one that answered last */
         char hostname[256];
         char *boot_id;
         char *agent_id; /* <state_dir>/agent-id: this state directory's identity */
@@ -73,6 +79,9 @@ struct Agent {
         CURL *easy;
         struct curl_slist *headers; /* with the Authorization header when a token is set */
         AgentRequest request;
+        char *request_text; /* its body, sent again along a redirect to the leader */
+        int64_t request_timeout_ms;
+        int request_redirects;
         uint64_t request_id;
         int64_t request_wait_ms; /* the long-poll time the sync in flight asked for */
         char *response;
@@ -214,16 +223,19 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
         a->lease_ms = AGENT_DEFAULT_LEASE_MS;
         a->sync_period_ms = AGENT_DEFAULT_SYNC_PERIOD_MS;
         a->health.healthy = true;
-        a->controller = xstrdup(cfg->controller);
-        for (size_t n = strlen(a->controller); n > 0 && a->controller[n - 1] == '/'; n--)
-                a->controller[n - 1] = '\0';
+        _cleanup_free_ char *url_error = NULL;
+        int r = url_list_parse(cfg->controller, &a->controllers, &url_error);
+        if (r < 0) {
+                log_error("Invalid controller URL: %s", url_error);
+                goto fail;
+        }
         if (gethostname(a->hostname, sizeof(a->hostname) - 1) < 0)
                 snprintf(a->hostname, sizeof(a->hostname), "%s", cfg->node);
         agent_boot_id_read(a);
 
         a->accel_cfg = (AccelConfig){.dev_root = cfg->dev_root ? cfg->dev_root : "",
                                      .sys_root = cfg->sys_root ? cfg->sys_root : ""};
-        int r = agent_inventory_load(&a->inv, cfg->topology, &a->accel_cfg);
+        r = agent_inventory_load(&a->inv, cfg->topology, &a->accel_cfg);
         if (r < 0) {
                 log_error("Cannot read the hardware topology%s%s: %s",
                           cfg->topology ? " from " : "", cfg->topology ? cfg->topology : "",
@@ -288,10 +300,11 @@ int agent_new(const AgentConfig *cfg, Agent **ret) {
                         ;
                 agent_shim_forget_secret(0, l->data);
                 agent_shim_forget_secret(1, (char *) cfg->token);
-                if (!agent_url_private(a->controller))
-                        log_warning("Sending the agent's token over plain HTTP to %s: anyone "
-                                    "on the path can read it; use https",
-                                    a->controller);
+                for (size_t i = 0; i < a->controllers.n; i++)
+                        if (!agent_url_private(a->controllers.items[i]))
+                                log_warning("Sending the agent's token over plain HTTP to %s: "
+                                            "anyone on the path can read it; use https",
+                                            a->controllers.items[i]);
         }
         *ret = a;
         return 0;
@@ -338,7 +351,8 @@ Agent *agent_free(Agent *a) {
         free(a->health.reason);
         if (a->sigfd >= 0)
                 close(a->sigfd);
-        free(a->controller);
+        url_list_done(&a->controllers);
+        free(a->request_text);
         free(a->boot_id);
         free(a->agent_id);
         free(a->address);
@@ -386,48 +400,29 @@ static int64_t agent_wait_ms(const Agent *a) {
         return wait < a->lease_ms / 4 ? wait : a->lease_ms / 4;
 }
 
-static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
-        agent_request_drop(a);
-        a->request_sent_ms = now;
-        a->request_sent_boot_ms = util_boot_ms();
-        json_t *body;
-        _cleanup_free_ char *url = NULL;
-        int64_t timeout_ms, wait_ms = agent_wait_ms(a);
-        AgentIdentity id = {.boot_id = a->boot_id, .agent_id = a->agent_id};
-        a->request_id++;
-        if (kind == AGENT_REQUEST_REGISTER) {
-                body = agent_proto_register_body(a->cfg.node, a->hostname, a->address, &id,
-                                                 a->cfg.labels, &a->inv);
-                url = xasprintf("%s/v1/agent/register", a->controller);
-                timeout_ms = 5000;
-        } else {
-                if (a->probe_before_sync) {
-                        /* Once for every rank that failed since the last sync. */
-                        a->probe_before_sync = false;
-                        agent_health_probe(a);
-                        agent_health_combine(a);
-                }
-                body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts, a->n_ckpts,
-                                             &a->health, a->request_id);
-                url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
-                                a->controller, wait_ms, a->version);
-                timeout_ms = wait_ms + 5000;
-        }
-        _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
-        json_decref(body);
+static const char *agent_controller(const Agent *a) {
+        return a->controllers.items[a->current];
+}
 
+/*
+ * After a controller could not be reached or has no leader: the next request goes to
+ * the next URL, after the usual pause. With one URL this is a plain retry.
+ */
+static void agent_controller_next(Agent *a) {
+        a->current = (a->current + 1) % a->controllers.n;
+}
+
+/* Hands a->request_text to libcurl for url; the request in flight is then `kind`. */
+static int agent_request_post(Agent *a, AgentRequest kind, const char *url) {
         a->easy = curl_easy_init();
-        if (!a->easy || !text) {
-                log_error("Cannot prepare a request to the controller");
-                a->retry_at_ms = now + agent_retry_delay_ms();
-                return;
-        }
+        if (!a->easy)
+                return -ENOMEM;
         curl_easy_setopt(a->easy, CURLOPT_URL, url);
         curl_easy_setopt(a->easy, CURLOPT_HTTPHEADER, a->headers);
-        curl_easy_setopt(a->easy, CURLOPT_COPYPOSTFIELDS, text);
+        curl_easy_setopt(a->easy, CURLOPT_COPYPOSTFIELDS, a->request_text);
         curl_easy_setopt(a->easy, CURLOPT_WRITEFUNCTION, agent_response_write);
         curl_easy_setopt(a->easy, CURLOPT_WRITEDATA, a);
-        curl_easy_setopt(a->easy, CURLOPT_TIMEOUT_MS, (long) timeout_ms);
+        curl_easy_setopt(a->easy, CURLOPT_TIMEOUT_MS, (long) a->request_timeout_ms);
         curl_easy_setopt(a->easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
         curl_easy_setopt(a->easy, CURLOPT_NOSIGNAL, 1L);
         /* The controller decides what this node runs: it must prove who it is. */
@@ -438,10 +433,54 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
 #if LIBCURL_VERSION_NUM >= 0x075500
         curl_easy_setopt(a->easy, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
+        /* Redirects are never followed by libcurl: the token goes only to a configured
+         * controller (agent_leader_follow). */
         curl_multi_add_handle(a->multi, a->easy);
-        log_debug("Sending %s %" PRIu64 " (wait %" PRId64 " ms)",
-                  kind == AGENT_REQUEST_REGISTER ? "register" : "sync", a->request_id, wait_ms);
         a->request = kind;
+        return 0;
+}
+
+static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
+        agent_request_drop(a);
+        a->request_sent_ms = now;
+        a->request_sent_boot_ms = util_boot_ms();
+        a->request_redirects = 0;
+        json_t *body;
+        _cleanup_free_ char *url = NULL;
+        int64_t wait_ms = agent_wait_ms(a);
+        AgentIdentity id = {.boot_id = a->boot_id, .agent_id = a->agent_id};
+        a->request_id++;
+        if (kind == AGENT_REQUEST_REGISTER) {
+                body = agent_proto_register_body(a->cfg.node, a->hostname, a->address, &id,
+                                                 a->cfg.labels, &a->inv);
+                url = xasprintf("%s/v1/agent/register", agent_controller(a));
+                a->request_timeout_ms = 5000;
+        } else {
+                if (a->probe_before_sync) {
+                        /* Once for every rank that failed since the last sync. */
+                        a->probe_before_sync = false;
+                        agent_health_probe(a);
+                        agent_health_combine(a);
+                }
+                body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts, a->n_ckpts,
+                                             &a->health, a->request_id);
+                url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
+                                agent_controller(a), wait_ms, a->version);
+                a->request_timeout_ms = wait_ms + 5000;
+        }
+        free(a->request_text);
+        a->request_text = json_dumps(body, JSON_COMPACT);
+        json_decref(body);
+
+        if (!a->request_text || agent_request_post(a, kind, url) < 0) {
+                log_error("Cannot prepare a request to the controller");
+                agent_request_drop(a);
+                a->retry_at_ms = now + agent_retry_delay_ms();
+                return;
+        }
+        log_debug("Sending %s %" PRIu64 " to %s (wait %" PRId64 " ms)",
+                  kind == AGENT_REQUEST_REGISTER ? "register" : "sync", a->request_id,
+                  agent_controller(a), wait_ms);
         a->request_wait_ms = wait_ms;
         a->dirty = false;
 }
@@ -457,6 +496,51 @@ _printf_(3, 4) static void agent_request_failed(Agent *a, int64_t now, const cha
         }
         a->failing = true;
         a->retry_at_ms = now + agent_retry_delay_ms();
+}
+
+/*
+ * A failure of the controller at hand rather than an answer about this node (it cannot
+ * be reached, has no leader, or redirects where we may not go): the next request goes
+ * to the next controller, after the usual pause.
+ */
+_printf_(3, 4) static void agent_controller_failed(Agent *a, int64_t now, const char *fmt, ...) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        const char *was = agent_controller(a);
+        agent_controller_next(a);
+        if (agent_controller(a) == was)
+                agent_request_failed(a, now, "%s", msg);
+        else
+                agent_request_failed(a, now, "%s; trying %s", msg, agent_controller(a));
+}
+
+/*
+ * A follower answered with the leader's URL. When it is one of the configured
+ * controllers, the same request (method and body) goes there at once and that one
+ * becomes the current; any other URL never sees the token, and the next controller is
+ * tried instead.
+ */
+static void agent_leader_follow(Agent *a, AgentRequest kind, const char *location, int64_t now) {
+        int i = location ? url_list_find_origin(&a->controllers, location) : -1;
+        if (i < 0 || a->request_redirects >= AGENT_LEADER_HOPS) {
+                agent_controller_failed(a, now, "Controller at %s redirected to %s%s",
+                                        agent_controller(a), location ? location : "nowhere",
+                                        i < 0 ? ", which is not one of --controller: not followed"
+                                              : " once too often");
+                return;
+        }
+        if ((size_t) i != a->current)
+                log_info("Controller at %s follows the leader at %s", agent_controller(a),
+                         a->controllers.items[i]);
+        a->current = (size_t) i;
+        a->request_redirects++;
+        if (agent_request_post(a, kind, location) < 0) {
+                agent_request_drop(a);
+                agent_request_failed(a, now, "Cannot prepare a request to the controller");
+        }
 }
 
 static void agent_tombstone_add(Agent *a, RankKey key) {
@@ -583,8 +667,12 @@ static void agent_converge(Agent *a, const WireSyncAnswer *ans, uint64_t request
  * lease runs from then, for this agent and for every rank supervisor of the node.
  */
 static void agent_contact_ok(Agent *a) {
-        if (a->failing)
-                log_info("Controller at %s reachable again", a->controller);
+        if (a->current != a->contact)
+                log_info("Controller at %s answers now (was %s)", agent_controller(a),
+                         a->controllers.items[a->contact]);
+        else if (a->failing)
+                log_info("Controller at %s reachable again", agent_controller(a));
+        a->contact = a->current;
         a->failing = false;
         a->last_contact_ms = a->request_sent_ms;
         a->fenced = false;
@@ -612,6 +700,9 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
         uint64_t id = a->request_id;
         long status = 0;
         curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &status);
+        char *location = NULL;
+        curl_easy_getinfo(a->easy, CURLINFO_REDIRECT_URL, &location);
+        _cleanup_free_ char *leader = location ? xstrdup(location) : NULL;
         json_t *body =
                 a->response ? json_loadb(a->response, a->response_len, JSON_REJECT_DUPLICATES, NULL)
                             : NULL;
@@ -619,14 +710,28 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
 
         if (result != CURLE_OK) {
                 json_decref(body);
-                agent_request_failed(a, now, "Controller unreachable: %s",
-                                     curl_easy_strerror(result));
+                /* A leader that died holding our long-poll ends up here at once. */
+                agent_controller_failed(a, now, "Controller unreachable: %s (%s)",
+                                        curl_easy_strerror(result), agent_controller(a));
                 return;
         }
         /* The controller's error code, when the answer is an error; it borrows body. */
         WireError werr;
         wire_error_parse(body, &werr);
         const char *code = werr.code;
+        if (status == 307 || status == 308) {
+                json_decref(body);
+                agent_leader_follow(a, kind, leader, now);
+                return;
+        }
+        if (status == 503) {
+                /* A follower that knows no leader (no_leader), or a controller on its way
+                 * out (unavailable): another one may lead. */
+                agent_controller_failed(a, now, "Controller at %s cannot answer: HTTP 503 %s",
+                                        agent_controller(a), code ? code : "");
+                json_decref(body);
+                return;
+        }
         if (status == 404 && kind == AGENT_REQUEST_SYNC) {
                 log_warning("Controller does not know this node (%s): registering again",
                             code ? code : "404");
@@ -683,7 +788,7 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 agent_contact_ok(a);
                 log_info("Registered as %s with %s (lease %" PRId64 " ms, sync period %" PRId64
                          " ms)",
-                         a->cfg.node, a->controller, a->lease_ms, a->sync_period_ms);
+                         a->cfg.node, agent_controller(a), a->lease_ms, a->sync_period_ms);
                 a->registered = true;
                 a->version = 0;
                 agent_sweep_orphans(a);

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "logserver.h"
 #include "token.h"
+#include "url.h"
 #include "util.h"
 
 #define DEFAULT_CONFIG "/etc/axctl/axagent.conf"
@@ -33,7 +34,9 @@ static const char usage[] =
         "\n"
         "  --config PATH               configuration file (default " DEFAULT_CONFIG ",\n"
         "                              read only if it exists); flags win over it\n"
-        "  --controller URL            controller base URL, e.g. http://10.0.0.1:8470\n"
+        "  --controller URL[,URL...]   controller base URL, e.g. http://10.0.0.1:8470;\n"
+        "                              several for controllers that fail over: the agent\n"
+        "                              syncs with the one that leads\n"
         "  --node NAME                 this node's name (letters, digits, '-', '_', '.');\n"
         "                              default: the host name\n"
         "  --state-dir DIR             rank state and logs; survives agent restarts\n"
@@ -139,6 +142,7 @@ typedef struct Settings {
         char *health_cmd, *profile_dir;
         char *token_file, *ca_file;
         char *cgroup; /* NULL: the default name; "no": none */
+        char *controller_error; /* why --controller was refused, for the message */
         AgentUserPolicy users;
         json_t *labels;
         int64_t health_interval_ms;
@@ -148,9 +152,10 @@ typedef struct Settings {
 } Settings;
 
 static void settings_done(Settings *s) {
-        char **strings[] = {&s->controller,  &s->node,       &s->state_dir, &s->topology,
-                            &s->dev_root,    &s->sys_root,   &s->listen,    &s->health_cmd,
-                            &s->profile_dir, &s->token_file, &s->ca_file,   &s->cgroup};
+        char **strings[] = {&s->controller,      &s->node,       &s->state_dir, &s->topology,
+                            &s->dev_root,        &s->sys_root,   &s->listen,    &s->health_cmd,
+                            &s->profile_dir,     &s->token_file, &s->ca_file,   &s->cgroup,
+                            &s->controller_error};
         for (size_t i = 0; i < ELEMENTSOF(strings); i++)
                 free(*strings[i]);
         agent_user_policy_done(&s->users);
@@ -193,9 +198,22 @@ static void string_set(char **field, const char *value) {
 static int settings_set(void *userdata, int opt, const char *value, const char **ret_reason) {
         Settings *s = userdata;
         switch (opt) {
-        case OPT_CONTROLLER:
+        case OPT_CONTROLLER: {
+                /* Checked now, so a typo stops the agent with one line instead of
+                 * leaving it to retry a URL that can never work. */
+                UrlList list;
+                _cleanup_free_ char *why = NULL;
+                if (url_list_parse(value, &list, &why) < 0) {
+                        free(s->controller_error);
+                        s->controller_error = xasprintf(
+                                "needs URLs like http://HOST:PORT, separated by commas (%s)", why);
+                        *ret_reason = s->controller_error;
+                        return -EINVAL;
+                }
+                url_list_done(&list);
                 string_set(&s->controller, value);
                 break;
+        }
         case OPT_NODE:
                 if (!node_name_valid(value)) {
                         *ret_reason = "may only contain letters, digits, '-', '_' and '.'";

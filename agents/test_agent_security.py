@@ -20,6 +20,7 @@ import json
 import os
 import pwd
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -37,12 +38,17 @@ TOKEN = "axt_agent_n1_0123456789abcdef"
 
 
 class FakeController:
-    """Answers register and sync; the desired ranks are set by the test."""
+    """Answers register and sync; the desired ranks are set by the test. As a follower
+    (redirect_to set, test_agent_failover.py) it answers 307 not_leader to that URL, and
+    with no_leader 503 no_leader, as a follower axctld does."""
 
     def __init__(self, tls=None):
         self.requests = []  # (path, headers dict, body dict)
         self.desired = []
         self.status = 200
+        self.redirect_to = None
+        self.no_leader = False
+        self.connections = set()  # open ones, which stop() breaks as a dying process would
         self.lock = threading.Lock()
         fake = self
 
@@ -52,13 +58,28 @@ class FakeController:
             def log_message(self, *args):
                 pass
 
+            def setup(self):
+                super().setup()
+                with fake.lock:
+                    fake.connections.add(self.connection)
+
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(n) or b"{}")
                 with fake.lock:
                     fake.requests.append((self.path, dict(self.headers), body))
                     status, desired = fake.status, list(fake.desired)
-                if status != 200:
+                    redirect_to, no_leader = fake.redirect_to, fake.no_leader
+                headers = {}
+                if redirect_to:
+                    status, headers["Location"] = 307, redirect_to + self.path
+                    answer = {"error": {"code": "not_leader", "message": "follower",
+                                        "status": 307}}
+                elif no_leader:
+                    status, headers["Retry-After"] = 503, "1"
+                    answer = {"error": {"code": "no_leader", "message": "no leader",
+                                        "status": 503}}
+                elif status != 200:
                     answer = {"error": {"code": "unauthorized", "message": "bad token"}}
                 elif self.path.startswith("/v1/agent/register"):
                     answer = {"node": "n1", "lease_ms": 5000, "sync_period_ms": 200}
@@ -69,6 +90,8 @@ class FakeController:
                     time.sleep(0.05)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -90,6 +113,12 @@ class FakeController:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+        with self.lock:
+            for c in self.connections:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def last_report(self, job, rank):
         with self.lock:
