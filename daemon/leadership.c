@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "follower.h"
@@ -52,6 +53,8 @@ int leadership_await(Leadership *l, int listen_fd, int signal_fd, const char *tl
         if ((r = follower_new(listen_fd, tls_cert_pem, tls_key_pem, &f)) < 0)
                 return r;
         log_info("following: %s leads from %s", leader.holder, leader.url);
+        /* Serving, as far as systemd is concerned (Type=notify): a follower is up. */
+        sd_notifyf(0, "READY=1\nSTATUS=following %s", leader.url);
         char known[sizeof(leader.holder)];
         snprintf(known, sizeof(known), "%s", leader.holder);
         for (;;) {
@@ -63,6 +66,8 @@ int leadership_await(Leadership *l, int listen_fd, int signal_fd, const char *tl
                         r = 0;
                         break;
                 }
+                /* The watchdog sees a follower stuck in the database too. */
+                sd_notify(0, "WATCHDOG=1");
                 r = lead_once(l, &leader);
                 if (r < 0)
                         /* The database may come back: a follower has nothing to lose. */
@@ -72,6 +77,7 @@ int leadership_await(Leadership *l, int listen_fd, int signal_fd, const char *tl
                         break;
                 else if (strcmp(known, leader.holder) != 0) {
                         log_info("following: %s leads from %s", leader.holder, leader.url);
+                        sd_notifyf(0, "STATUS=following %s", leader.url);
                         snprintf(known, sizeof(known), "%s", leader.holder);
                 }
         }
