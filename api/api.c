@@ -93,6 +93,7 @@ struct Api {
         int n_streams;
         int requests; /* in progress: from their first byte to their completion */
         bool stopping; /* api_shutdown_begin was called */
+        const char *role; /* ApiOptions' */
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
         Histogram latency[_ROUTE_MAX + 1];
@@ -739,8 +740,8 @@ static void handle_healthz(Api *api, Request *req) {
         int jobs, nodes;
         ctl_counts(api->ctl, &jobs, &nodes);
         request_set_answer(req, 200,
-                           json_pack("{s:s,s:i,s:i}", "status", "ok", "active_jobs", jobs,
-                                     "ready_nodes", nodes));
+                           json_pack("{s:s,s:i,s:i,s:s?}", "status", "ok", "active_jobs", jobs,
+                                     "ready_nodes", nodes, "role", api->role));
 }
 
 /* Whether the route table lets role use r; projects and nodes are checked by handlers. */
@@ -1040,6 +1041,7 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         Api *api = xcalloc(1, sizeof(Api));
         api->ctl = ctl;
         api->auth = opts->auth;
+        api->role = opts->role;
         api->streams_per_user = opts->log_streams_per_user > 0 ? opts->log_streams_per_user
                                                                : API_DEFAULT_LOG_STREAMS_PER_USER;
         api->proxy_ep = epoll_create1(EPOLL_CLOEXEC);

@@ -19,6 +19,7 @@ typedef struct ApiOptions {
         const char *tls_cert_pem; /* both set: serve HTTPS */
         const char *tls_key_pem;
         int log_streams_per_user; /* log answers one user may hold at once; 0: the default */
+        const char *role; /* what /healthz says this controller is ("leader"); NULL: alone */
 } ApiOptions;
 
 #define API_DEFAULT_LOG_STREAMS_PER_USER 8

@@ -36,6 +36,12 @@
 #define CTL_RETIRE_PERIOD_MS 1000
 
 int ctl_new(const CtlConfig *config, Controller **ret) {
+        Store *store = NULL;
+        int r = store_open(config->db_path, &store);
+        return r < 0 ? r : ctl_new_on(config, store, ret);
+}
+
+int ctl_new_on(const CtlConfig *config, Store *store, Controller **ret) {
         Controller *ctl = xcalloc(1, sizeof(Controller));
         ctl->cfg = *config;
         model_init(&ctl->model);
@@ -43,10 +49,8 @@ int ctl_new(const CtlConfig *config, Controller **ret) {
         histogram_init_latency(&ctl->recovery);
         histogram_init_latency(&ctl->sched_pass);
         histogram_init_latency(&ctl->db_commit);
-        int r = store_open(config->db_path, &ctl->store);
-        if (r >= 0)
-                r = persist_load(ctl->store, &ctl->model,
-                                 util_wall_ms() - config->job_retention_ms);
+        ctl->store = store;
+        int r = persist_load(ctl->store, &ctl->model, util_wall_ms() - config->job_retention_ms);
         if (r < 0) {
                 ctl_free(ctl);
                 return r;

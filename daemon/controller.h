@@ -59,6 +59,9 @@ typedef struct CtlError {
 } CtlError;
 
 int ctl_new(const CtlConfig *config, Controller **ret);
+/* The same on a store already open (the controller owns it from then on, also on failure):
+ * a follower opens it long before it leads and loads. */
+int ctl_new_on(const CtlConfig *config, Store *store, Controller **ret);
 Controller *ctl_free(Controller *ctl);
 const CtlConfig *ctl_config(Controller *ctl);
 

@@ -26,6 +26,7 @@
 #include "api.h"
 #include "config.h"
 #include "controller.h"
+#include "leadership.h"
 #include "log.h"
 #include "tokens.h"
 #include "util.h"
@@ -48,6 +49,17 @@ static void usage(FILE *f) {
               "                          port 0 picks a free port and prints it;\n"
               "                          ignored when systemd passes a socket)\n"
               "  --db PATH               SQLite state database (default ./axctld.db)\n"
+              "  --log-key-file PATH     the key that signs log links (default: the\n"
+              "                          database's path with .logkey); controllers that\n"
+              "                          fail over to each other must share it\n"
+              "  --leader-elect[=BOOL]   share the database with standby controllers: one\n"
+              "                          leads, the others redirect to it and take over\n"
+              "                          when it stops (default off)\n"
+              "  --leader-lease-ms N     how long a leader's lease lasts (default 2000)\n"
+              "  --instance-id ID        this controller's name in the election (default\n"
+              "                          HOSTNAME:PORT)\n"
+              "  --advertise-url URL     where followers send clients to reach this one\n"
+              "                          when it leads (default from --listen)\n"
               "  --lease-ms N            agent lease (default 5000)\n"
               "  --grace-ms N            extra wait before a silent node is lost (default 1000)\n"
               "  --sync-period-ms N      agent sync period (default 1000)\n"
@@ -93,6 +105,11 @@ enum {
         OPT_TLS_KEY,
         OPT_LOG_STREAMS_PER_USER,
         OPT_CONFIG,
+        OPT_LOG_KEY_FILE,
+        OPT_LEADER_ELECT,
+        OPT_LEADER_LEASE_MS,
+        OPT_INSTANCE_ID,
+        OPT_ADVERTISE_URL,
 };
 
 static const struct option options[] = {
@@ -113,6 +130,11 @@ static const struct option options[] = {
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
         {"log-streams-per-user", required_argument, NULL, OPT_LOG_STREAMS_PER_USER},
         {"config", required_argument, NULL, OPT_CONFIG},
+        {"log-key-file", required_argument, NULL, OPT_LOG_KEY_FILE},
+        {"leader-elect", optional_argument, NULL, OPT_LEADER_ELECT},
+        {"leader-lease-ms", required_argument, NULL, OPT_LEADER_LEASE_MS},
+        {"instance-id", required_argument, NULL, OPT_INSTANCE_ID},
+        {"advertise-url", required_argument, NULL, OPT_ADVERTISE_URL},
         {"help", no_argument, NULL, 'h'},
         {},
 };
@@ -126,6 +148,10 @@ typedef struct Settings {
         bool auth;
         char *tls_cert, *tls_key;
         int log_streams_per_user;
+        char *log_key_file;
+        bool leader_elect;
+        int64_t leader_lease_ms;
+        char *instance_id, *advertise_url;
         CtlConfig ctl;
         LogLevel level;
 } Settings;
@@ -138,6 +164,9 @@ static void settings_clear(Settings *s) {
         free(s->failure_rules_path);
         free(s->tls_cert);
         free(s->tls_key);
+        free(s->log_key_file);
+        free(s->instance_id);
+        free(s->advertise_url);
 }
 
 /*
@@ -218,6 +247,37 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                 }
                 s->log_streams_per_user = (int) v;
                 return 0;
+        case OPT_LOG_KEY_FILE:
+        case OPT_INSTANCE_ID:
+        case OPT_ADVERTISE_URL: {
+                char **dst = opt == OPT_LOG_KEY_FILE  ? &s->log_key_file
+                             : opt == OPT_INSTANCE_ID ? &s->instance_id
+                                                      : &s->advertise_url;
+                if (opt == OPT_INSTANCE_ID &&
+                    strlen(value) >= sizeof(((StoreLeader *) 0)->holder)) {
+                        *ret_reason = "is too long";
+                        return -EINVAL;
+                }
+                if (opt == OPT_ADVERTISE_URL &&
+                    ((strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0) ||
+                     strlen(value) >= sizeof(((StoreLeader *) 0)->url) ||
+                     strpbrk(value, " \t\r\n?#"))) {
+                        *ret_reason = "needs an http:// or https:// URL without a query";
+                        return -EINVAL;
+                }
+                free(*dst);
+                *dst = *value ? xstrdup(value) : NULL;
+                return 0;
+        }
+        case OPT_LEADER_ELECT:
+                return config_parse_bool(value, &s->leader_elect, ret_reason);
+        case OPT_LEADER_LEASE_MS:
+                if (config_parse_int(value, 100, 600 * 1000, &v) < 0) {
+                        *ret_reason = "needs milliseconds, 100 to 600000";
+                        return -EINVAL;
+                }
+                s->leader_lease_ms = v;
+                return 0;
         case OPT_QUOTA_FILE:
                 free(s->quota_path);
                 s->quota_path = *value ? xstrdup(value) : NULL;
@@ -276,6 +336,15 @@ static void settings_parse(Settings *s, int argc, char **argv, const char **ret_
                         "axctld: the sync period (%lld ms) must be below the lease "
                         "(%lld ms)\n",
                         (long long) s->ctl.sync_period_ms, (long long) s->ctl.lease_ms);
+                exit(2);
+        }
+        /* A failover must end before agents fence their ranks: they wait out their own
+         * lease without an answer, and a follower leads only once the leader's ran out. */
+        if (s->leader_elect && s->leader_lease_ms >= s->ctl.lease_ms) {
+                fprintf(stderr,
+                        "axctld: the leader's lease (%lld ms) must be below the agents' lease "
+                        "(%lld ms), or every failover fences every rank\n",
+                        (long long) s->leader_lease_ms, (long long) s->ctl.lease_ms);
                 exit(2);
         }
         s->ctl.db_path = s->db_path;
@@ -382,6 +451,107 @@ static void reload_files(Controller *ctl) {
         free(error);
 }
 
+/* The database for logs: a URL loses its password. */
+static char *db_name_for_logs(const char *db) {
+        const char *scheme_end = strstr(db, "://");
+        const char *at = scheme_end ? strchr(scheme_end + 3, '@') : NULL;
+        if (!at)
+                return xstrdup(db);
+        return xasprintf("%.*s%s", (int) (scheme_end + 3 - db), db, at + 1);
+}
+
+/* The one line on stdout: scripts and tests read the address from it. */
+static void print_listening(const char *scheme, const char *host, int port) {
+        printf("listening on %s://%s:%d\n", scheme, host, port);
+        fflush(stdout);
+}
+
+static int read_tls(const Settings *settings, char **ret_cert, char **ret_key) {
+        if (!!settings->tls_cert != !!settings->tls_key) {
+                fprintf(stderr, "axctld: --tls-cert and --tls-key go together\n");
+                return -EINVAL;
+        }
+        int r;
+        if (settings->tls_cert && ((r = util_read_file(settings->tls_cert, ret_cert, NULL)) < 0 ||
+                                   (r = util_read_file(settings->tls_key, ret_key, NULL)) < 0)) {
+                fprintf(stderr, "axctld: cannot read the TLS certificate or key: %s\n",
+                        strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+/*
+ * The listening socket: systemd's (socket activation, axctld.socket: clients that
+ * connect while the controller restarts wait in its backlog instead of being refused;
+ * only the first socket is served) or our own on listen_addr. Its fd, or -errno; the host
+ * and port it serves on in *ret_host and *ret_port.
+ */
+static int open_listener(const char *listen_addr, char **ret_host, int *ret_port) {
+        int n_fds = sd_listen_fds(1);
+        bool activated =
+                n_fds >= 1 && sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0;
+        if (n_fds > 1)
+                log_warning("systemd passed %d sockets; serving only the first", n_fds);
+        if (n_fds >= 1 && !activated)
+                log_warning("the socket systemd passed is not a listening stream socket; "
+                            "listening on %s instead",
+                            listen_addr);
+        int lfd;
+        if (!activated) {
+                if ((lfd = listen_on(listen_addr, ret_port)) < 0) {
+                        log_error("cannot listen on %s: %s", listen_addr, strerror(-lfd));
+                        return lfd;
+                }
+                *ret_host = xstrdup(listen_addr);
+                *strrchr(*ret_host, ':') = '\0';
+                return lfd;
+        }
+        lfd = SD_LISTEN_FDS_START;
+        /* The loop must never block in accept(); systemd passes blocking sockets. */
+        int fl = fcntl(lfd, F_GETFL);
+        if (fl >= 0)
+                (void) fcntl(lfd, F_SETFL, fl | O_NONBLOCK);
+        (void) fcntl(lfd, F_SETFD, FD_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        char buf[INET6_ADDRSTRLEN] = "?";
+        *ret_port = 0;
+        if (getsockname(lfd, (struct sockaddr *) &ss, &len) == 0) {
+                bool v6 = ss.ss_family == AF_INET6;
+                inet_ntop(ss.ss_family,
+                          v6 ? (void *) &((struct sockaddr_in6 *) &ss)->sin6_addr
+                             : (void *) &((struct sockaddr_in *) &ss)->sin_addr,
+                          buf, sizeof(buf));
+                *ret_port = ntohs(v6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                                     : ((struct sockaddr_in *) &ss)->sin_port);
+        }
+        *ret_host = xstrdup(buf);
+        return lfd;
+}
+
+/* Whether host names every address (0.0.0.0, ::, nothing): no one can be sent there. */
+static bool host_is_wildcard(const char *host) {
+        return !*host || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
+               strcmp(host, "[::]") == 0;
+}
+
+/* HOSTNAME:PORT: the same controller restarted takes its lead back at once. */
+static char *default_instance_id(int port) {
+        char name[256] = "localhost";
+        (void) gethostname(name, sizeof(name) - 1);
+        return xasprintf("%s:%d", name, port);
+}
+
+static char *default_advertise_url(const char *scheme, const char *host, int port) {
+        char name[256] = "localhost";
+        if (host_is_wildcard(host))
+                (void) gethostname(name, sizeof(name) - 1);
+        bool v6 = !host_is_wildcard(host) && strchr(host, ':') && host[0] != '[';
+        return xasprintf("%s://%s%s%s:%d", scheme, v6 ? "[" : "",
+                         host_is_wildcard(host) ? name : host, v6 ? "]" : "", port);
+}
+
 int main(int argc, char **argv) {
         if (argc > 1 && strcmp(argv[1], "token") == 0)
                 return token_command(argc - 1, argv + 1);
@@ -397,6 +567,7 @@ int main(int argc, char **argv) {
                         .quarantine_window_ms = 3600 * 1000,
                         .start_timeout_ms = 120 * 1000,
                         .job_retention_ms = 300 * 1000},
+                .leader_lease_ms = 2000,
                 .level = LOG_LEVEL_INFO,
         };
         const char *config_used = NULL;
@@ -405,7 +576,6 @@ int main(int argc, char **argv) {
         cfg.db_path = settings.db_path;
         cfg.quota_path = settings.quota_path;
         cfg.failure_rules_path = settings.failure_rules_path;
-        const char *listen_addr = settings.listen;
         log_setup("axctld", settings.level);
         if (config_used)
                 log_info("configuration read from %s", config_used);
@@ -423,18 +593,62 @@ int main(int argc, char **argv) {
          * could read) must not let anyone sign log links. */
         char log_secret[TOKEN_HASH_HEX];
         _cleanup_free_ char *secret_error = NULL;
-        if (ctl_log_secret_load(cfg.db_path, log_secret, &secret_error) < 0) {
+        _cleanup_free_ char *key_file = settings.log_key_file ? xstrdup(settings.log_key_file)
+                                                              : xasprintf("%s.logkey", cfg.db_path);
+        if (ctl_log_secret_load(key_file, log_secret, &secret_error) < 0) {
                 fprintf(stderr, "axctld: %s\n", secret_error);
                 return 2;
         }
         cfg.log_secret = log_secret;
+        _cleanup_free_ char *cert_pem = NULL, *key_pem = NULL;
+        if (read_tls(&settings, &cert_pem, &key_pem) < 0)
+                return 2;
+
+        _cleanup_free_ char *db_name = db_name_for_logs(cfg.db_path);
+        Store *store = NULL;
+        int r = store_open(cfg.db_path, &store);
+        if (r < 0) {
+                log_error("cannot open state database %s: %s", db_name, strerror(-r));
+                return 1;
+        }
+        int port = 0, lfd;
+        _cleanup_free_ char *host = NULL;
+        if ((lfd = open_listener(settings.listen, &host, &port)) < 0) {
+                store_close(store);
+                return 1;
+        }
+        const char *scheme = cert_pem ? "https" : "http";
+        _cleanup_free_ char *holder =
+                settings.instance_id ? xstrdup(settings.instance_id) : default_instance_id(port);
+        _cleanup_free_ char *advertised = settings.advertise_url
+                                                  ? xstrdup(settings.advertise_url)
+                                                  : default_advertise_url(scheme, host, port);
+        Leadership lead = {.store = store,
+                           .holder = holder,
+                           .url = advertised,
+                           .lease_ms = settings.leader_lease_ms};
+        if (settings.leader_elect) {
+                /* A follower is reachable at once: its /healthz says who leads. */
+                print_listening(scheme, host, port);
+                log_info("%s stands for leader of %s", holder, db_name);
+                r = leadership_await(&lead, lfd, sfd, cert_pem, key_pem);
+                if (r <= 0) {
+                        if (r < 0)
+                                log_error("cannot take part in the election: %s (%s)", strerror(-r),
+                                          store_last_error(store));
+                        store_close(store);
+                        close(lfd);
+                        return r < 0 ? 1 : 0;
+                }
+        }
 
         Controller *ctl = NULL;
         /* The test suites set this so that a bug in the state machine fails them loudly. */
         cfg.strict_transitions = util_streq_ptr(getenv("AXCTLD_STRICT_TRANSITIONS"), "1");
-        int r = ctl_new(&cfg, &ctl);
+        r = ctl_new_on(&cfg, store, &ctl);
         if (r < 0) {
-                log_error("cannot open state database %s: %s", cfg.db_path, strerror(-r));
+                log_error("cannot load state database %s: %s", db_name, strerror(-r));
+                close(lfd);
                 return 1;
         }
         _cleanup_free_ char *quota_error = NULL, *rules_error = NULL;
@@ -442,56 +656,15 @@ int main(int argc, char **argv) {
             ctl_failure_rules_reload(ctl, &rules_error) < 0) {
                 fprintf(stderr, "axctld: %s\n", quota_error ? quota_error : rules_error);
                 ctl_free(ctl);
-                return 2;
-        }
-        int port = 0, lfd;
-        /*
-         * Socket activation (axctld.socket): systemd hands over the listening socket, and
-         * clients that connect while the controller restarts wait in its backlog instead
-         * of being refused. Only the first socket is served.
-         */
-        int n_fds = sd_listen_fds(1);
-        bool activated =
-                n_fds >= 1 && sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) > 0;
-        if (n_fds > 1)
-                log_warning("systemd passed %d sockets; serving only the first", n_fds);
-        if (n_fds >= 1 && !activated)
-                log_warning("the socket systemd passed is not a listening stream socket; "
-                            "listening on %s instead",
-                            listen_addr);
-        if (activated) {
-                lfd = SD_LISTEN_FDS_START;
-                /* The loop must never block in accept(); systemd passes blocking sockets. */
-                int fl = fcntl(lfd, F_GETFL);
-                if (fl >= 0)
-                        (void) fcntl(lfd, F_SETFL, fl | O_NONBLOCK);
-                (void) fcntl(lfd, F_SETFD, FD_CLOEXEC);
-                listen_addr = "socket-activated:0";
-        } else
-                lfd = listen_on(listen_addr, &port);
-        if (lfd < 0) {
-                log_error("cannot listen on %s: %s", listen_addr, strerror(-lfd));
-                ctl_free(ctl);
-                return 1;
-        }
-        _cleanup_free_ char *cert_pem = NULL, *key_pem = NULL;
-        if (!!settings.tls_cert != !!settings.tls_key) {
-                fprintf(stderr, "axctld: --tls-cert and --tls-key go together\n");
-                ctl_free(ctl);
-                return 2;
-        }
-        if (settings.tls_cert && ((r = util_read_file(settings.tls_cert, &cert_pem, NULL)) < 0 ||
-                                  (r = util_read_file(settings.tls_key, &key_pem, NULL)) < 0)) {
-                fprintf(stderr, "axctld: cannot read the TLS certificate or key: %s\n",
-                        strerror(-r));
-                ctl_free(ctl);
+                close(lfd);
                 return 2;
         }
         raise_fd_limit();
         ApiOptions api_opts = {.auth = settings.auth,
                                .tls_cert_pem = cert_pem,
                                .tls_key_pem = key_pem,
-                               .log_streams_per_user = settings.log_streams_per_user};
+                               .log_streams_per_user = settings.log_streams_per_user,
+                               .role = settings.leader_elect ? "leader" : NULL};
         Api *api = NULL;
         if ((r = api_new(ctl, lfd, &api_opts, &api)) < 0) {
                 /* With TLS the likely cause is the certificate or key: a configuration
@@ -515,28 +688,9 @@ int main(int argc, char **argv) {
         ev.data.fd = streams_fd;
         epoll_ctl(ep, EPOLL_CTL_ADD, streams_fd, &ev);
 
-        /* The one line on stdout: scripts and tests read the address from it. */
-        _cleanup_free_ char *host = xstrdup(listen_addr);
-        *strrchr(host, ':') = '\0';
-        if (activated) {
-                struct sockaddr_storage ss;
-                socklen_t len = sizeof(ss);
-                char buf[INET6_ADDRSTRLEN] = "?";
-                if (getsockname(lfd, (struct sockaddr *) &ss, &len) == 0) {
-                        bool v6 = ss.ss_family == AF_INET6;
-                        inet_ntop(ss.ss_family,
-                                  v6 ? (void *) &((struct sockaddr_in6 *) &ss)->sin6_addr
-                                     : (void *) &((struct sockaddr_in *) &ss)->sin_addr,
-                                  buf, sizeof(buf));
-                        port = ntohs(v6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
-                                        : ((struct sockaddr_in *) &ss)->sin_port);
-                }
-                free(host);
-                host = xstrdup(buf);
-        }
-        printf("listening on %s://%s:%d\n", cert_pem ? "https" : "http", host, port);
-        fflush(stdout);
-        log_info("serving on %s:%d, state in %s", host, port, cfg.db_path);
+        if (!settings.leader_elect)
+                print_listening(scheme, host, port);
+        log_info("serving on %s:%d, state in %s", host, port, db_name);
         if (!settings.auth)
                 log_warning("authentication is off: whoever reaches %s:%d can run programs on "
                             "every node (see --auth)",
@@ -572,6 +726,8 @@ int main(int argc, char **argv) {
                         timeout = next_watchdog - now;
                 if (notify && next_status - now < timeout)
                         timeout = next_status - now;
+                if (settings.leader_elect && leadership_deadline_ms(&lead) - now < timeout)
+                        timeout = leadership_deadline_ms(&lead) - now;
                 if (timeout < 0)
                         timeout = 0;
                 struct epoll_event events[8];
@@ -599,10 +755,25 @@ int main(int argc, char **argv) {
                                 }
                         }
                 }
+                /* Between turns, outside a transaction: a leader that lost its lease must
+                 * not answer from what it holds in memory any more. */
+                if (settings.leader_elect && !stop_at && !leadership_keep(&lead)) {
+                        r = -ESTALE;
+                        break;
+                }
                 api_run(api);
                 if (util_now_ms() >= ctl_next_deadline_ms(ctl))
                         ctl_tick(ctl);
-                if (ctl_end_turn(ctl) < 0 && !stop_at) {
+                int ended = ctl_end_turn(ctl);
+                if (ended == -ESTALE) {
+                        /* Fenced: another controller leads and has loaded the state; this
+                         * turn is rolled back and its requests get 503. */
+                        log_error("stopping at once: %s", ctl_failure(ctl));
+                        api_after_commit(api);
+                        r = ended;
+                        break;
+                }
+                if (ended < 0 && !stop_at) {
                         /* Nothing unacknowledged is lost: requests of this turn get 503. */
                         log_error("stopping: %s", ctl_failure(ctl));
                         sd_notifyf(0, "STATUS=stopping: %s", ctl_failure(ctl));
@@ -626,6 +797,8 @@ int main(int argc, char **argv) {
         sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
         log_info("shutting down");
         api_free(api);
+        if (settings.leader_elect && r != -ESTALE)
+                leadership_resign(&lead);
         ctl_free(ctl);
         close(ep);
         close(sfd);

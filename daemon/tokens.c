@@ -80,8 +80,7 @@ static int log_secret_create(const char *path, char **ret_error) {
         return r;
 }
 
-int ctl_log_secret_load(const char *db_path, char ret_secret[TOKEN_HASH_HEX], char **ret_error) {
-        _cleanup_free_ char *path = xasprintf("%s.logkey", db_path);
+int ctl_log_secret_load(const char *path, char ret_secret[TOKEN_HASH_HEX], char **ret_error) {
         for (int attempt = 0; attempt < 2; attempt++) {
                 char *secret = NULL, *error = NULL;
                 int r = token_file_read(path, &secret, &error);

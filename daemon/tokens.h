@@ -27,12 +27,13 @@ TokenRole token_role_from_string(const char *s);
 /* A new random token "axt_<64 hex digits>" (malloc'd). 0 or -errno. */
 int token_generate(char **ret_token);
 /*
- * The controller's log-link secret, in <db_path>.logkey: 64 hex digits, created with 256
+ * The controller's log-link secret, in the file at path (by default <db_path>.logkey; the
+ * controllers that fail over to each other share one): 64 hex digits, created with 256
  * random bits and mode 0600 when missing, refused when others may read it. It keys the
  * nodes' log keys (token_node_log_key), so what the database holds (token hashes
  * included) is not enough to forge a log link. 0, or -errno with *ret_error.
  */
-int ctl_log_secret_load(const char *db_path, char ret_secret[TOKEN_HASH_HEX], char **ret_error);
+int ctl_log_secret_load(const char *path, char ret_secret[TOKEN_HASH_HEX], char **ret_error);
 /* `axctld token create|revoke|list ...`: argv[0] is "token". Returns the exit status. */
 int token_command(int argc, char **argv);
 

@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: MIT
+"""Controller failover (issue 15): controllers that share one database elect a leader
+(axctld --leader-elect). A follower redirects every request but /healthz to the leader,
+takes over within the leader's lease + 1 s when the leader dies, and a leader that lost
+its lease stops before it acknowledges anything more. These run on one SQLite file
+shared by two controllers on this machine; test_pg runs them on PostgreSQL."""
+
+import http.client
+import json
+import os
+import signal
+import threading
+import time
+import unittest
+import urllib.parse
+
+import axtest
+
+LEADER_LEASE_MS = 1000
+LEASE_MS = 4000
+
+
+def raw_request(url, method, path, body=None, timeout=5):
+    """One request, no redirect followed: (status, JSON or None, headers)."""
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data else {}
+        conn.request(method, path, body=data, headers=headers)
+        resp = conn.getresponse()
+        text = resp.read().decode(errors="replace")
+        try:
+            decoded = json.loads(text) if text else None
+        except ValueError:
+            decoded = text
+        return resp.status, decoded, resp.headers
+    finally:
+        conn.close()
+
+
+def role(url):
+    try:
+        status, body, _ = raw_request(url, "GET", "/healthz", timeout=2)
+    except OSError:
+        return None
+    return body.get("role") if status == 200 and isinstance(body, dict) else None
+
+
+class FailoverTest(axtest.ClusterTestCase):
+    def pair(self, n_agents=0, **kwargs):
+        """A leader cluster (with the agents) and a second controller on its database."""
+        args = ["--leader-elect", "--leader-lease-ms", str(LEADER_LEASE_MS)]
+        kwargs.setdefault("lease_ms", LEASE_MS)
+        kwargs.setdefault("grace_ms", 500)
+        first = axtest.Cluster(n_agents, controller_args=args, relay=False,
+                               name=self._testMethodName + "-a", **kwargs)
+        self.addCleanup(self._finish_cluster, first)
+        second = axtest.Cluster(0, controller_args=args, relay=False,
+                                name=self._testMethodName + "-b", **kwargs)
+        second.db = first.db
+        self.addCleanup(self._finish_cluster, second)
+        first.start_controller()
+        axtest.wait_for(lambda: role(first.url) == "leader", 10, "the first to lead")
+        second.start_controller()
+        axtest.wait_for(lambda: role(second.url) == "follower", 10, "the second to follow")
+        return first, second
+
+    def test_follower_redirects_to_the_leader(self):
+        a, b = self.pair()
+        status, body, _ = raw_request(b.url, "GET", "/healthz")
+        self.assertEqual((status, body["role"], body["leader"]), (200, "follower", a.url), body)
+        # Writes and reads alike go to the leader, path and query kept, body not read.
+        spec = {"name": "x", "command": ["true"], "ranks": 1}
+        status, body, headers = raw_request(b.url, "POST", "/v1/jobs", spec)
+        self.assertEqual(status, 307, body)
+        self.assertEqual(headers["Location"], a.url + "/v1/jobs")
+        self.assertEqual(body["error"]["code"], "not_leader")
+        status, _, headers = raw_request(b.url, "GET", "/v1/jobs?state=pending&limit=5")
+        self.assertEqual(status, 307)
+        self.assertEqual(headers["Location"], a.url + "/v1/jobs?state=pending&limit=5")
+        # The leader serves; nothing was written by the follower.
+        self.assertEqual(a.list_jobs(), [])
+
+    def test_follower_takes_over_with_every_acknowledged_job(self):
+        a, b = self.pair()
+        acked = [a.submit({"name": "j%d" % i, "command": ["true"], "ranks": 1,
+                           "resources": {"cpus": 1}})["id"] for i in range(20)]
+        killed = time.monotonic()
+        a.kill_controller()
+        axtest.wait_for(lambda: role(b.url) == "leader",
+                        (LEADER_LEASE_MS + 1000) / 1000.0 + 1, "the follower to lead")
+        took = time.monotonic() - killed
+        axtest.log("the follower led %.2f s after the leader's SIGKILL" % took)
+        self.assertLess(took, (LEADER_LEASE_MS + 1000) / 1000.0)
+        ids = {j["id"] for j in b.list_jobs()}
+        self.assertEqual(ids, set(acked))
+        # The old leader, started again, follows the new one.
+        a.start_controller()
+        axtest.wait_for(lambda: role(a.url) == "follower", 10, "the old leader to follow")
+        status, body, _ = raw_request(a.url, "GET", "/healthz")
+        self.assertEqual(body["leader"], b.url)
+
+    def test_a_clean_stop_hands_over_at_once(self):
+        a, b = self.pair()
+        stopped = time.monotonic()
+        self.assertEqual(a.controller.terminate(), 0)
+        axtest.wait_for(lambda: role(b.url) == "leader", 2, "the follower to lead")
+        # Resigned: no wait for the lease to run out.
+        self.assertLess(time.monotonic() - stopped, LEADER_LEASE_MS / 1000.0)
+
+    def test_a_deposed_leader_acknowledges_nothing(self):
+        """The leader stops (SIGSTOP: a long GC pause, a hung disk) past its lease; the
+        follower takes over. When it runs again, it exits before answering the request
+        that waited for it, and that job is nowhere."""
+        a, b = self.pair()
+        a.controller.signal(signal.SIGSTOP)
+        axtest.wait_for(lambda: role(b.url) == "leader",
+                        (LEADER_LEASE_MS + 1000) / 1000.0 + 1, "the follower to lead")
+        answer = {}
+
+        def submit():
+            try:
+                answer["status"] = raw_request(a.url, "POST", "/v1/jobs",
+                                               {"name": "late", "command": ["true"],
+                                                "ranks": 1}, timeout=10)[0]
+            except OSError as e:
+                answer["error"] = e
+
+        t = threading.Thread(target=submit)
+        t.start()
+        time.sleep(0.3)  # the request waits in the stopped leader's socket
+        a.controller.signal(signal.SIGCONT)
+        t.join(15)
+        self.assertNotIn(answer.get("status"), (200, 201), answer)
+        a.controller.proc.wait(timeout=10)
+        self.assertNotEqual(a.controller.proc.returncode, 0)
+        self.assertEqual([j["name"] for j in b.list_jobs()], [])
+        with open(a.controller.stderr_path) as f:
+            self.assertIn("another controller", f.read())
+
+    def test_bad_failover_settings_are_refused(self):
+        c = axtest.Cluster(0, name="bad-settings")
+        self.addCleanup(c.remove)
+        for args, why in ((["--leader-elect", "--leader-lease-ms", "5000", "--lease-ms", "5000"],
+                           "below the agents' lease"),
+                          (["--advertise-url", "ftp://x"], "http:// or https://"),
+                          (["--leader-lease-ms", "10"], "100 to 600000")):
+            p = axtest.subprocess.run([axtest.AXCTLD, "--db", c.db, "--listen", "127.0.0.1:0"]
+                                      + args, capture_output=True, text=True, timeout=10)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(why, p.stderr)
+
+
+if __name__ == "__main__":
+    axtest.main()
