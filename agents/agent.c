@@ -532,7 +532,9 @@ static void agent_leader_follow(Agent *a, AgentRequest kind, const char *locatio
                                               : " once too often");
                 return;
         }
-        if ((size_t) i != a->current)
+        /* Said once: while a failover lasts, followers send us to a dead leader again
+         * and again. */
+        if ((size_t) i != a->current && !a->failing)
                 log_info("Controller at %s follows the leader at %s", agent_controller(a),
                          a->controllers.items[i]);
         a->current = (size_t) i;

@@ -568,10 +568,13 @@ class Cluster:
     """A controller and n agents on this machine, in one temporary directory.
 
     lease_ms/grace_ms are passed to axctld when it has those flags. agent_args is a list
-    (one per agent) of extra argv, e.g. ["--topology", path]."""
+    (one per agent) of extra argv, e.g. ["--topology", path]. agent_controllers, when
+    given, turns (node, the controller URL its agent would use) into the agent's
+    --controller value (several URLs, test_follow_leader); cli_url, when set, is axctl's
+    --url instead of the controller's URL."""
 
     def __init__(self, n_agents=2, lease_ms=None, grace_ms=None, controller_args=(),
-                 agent_args=None, relay=True, name="cluster"):
+                 agent_args=None, relay=True, name="cluster", agent_controllers=None):
         self.marker = uuid.uuid4().hex
         self.cgroup_prefix = "axtest-" + self.marker[:12]
         self.tmp = tempfile.mkdtemp(prefix="axtest-%s-" % name)
@@ -580,6 +583,8 @@ class Cluster:
         self.grace_ms = grace_ms
         self.controller_args = list(controller_args)
         self.agent_args = agent_args or [[] for _ in range(n_agents)]
+        self.agent_controllers = agent_controllers or (lambda node, url: url)
+        self.cli_url = None
         self.use_relay = relay
         self.db = os.path.join(self.tmp, "state.db")
         self.url = None
@@ -690,7 +695,8 @@ class Cluster:
         controller = self.relays[node].url if self.use_relay else self.url
         state_dir = os.path.join(self.tmp, node)
         os.makedirs(state_dir, exist_ok=True)
-        argv = [AXAGENT, "--controller", controller, "--node", node, "--state-dir", state_dir]
+        argv = [AXAGENT, "--controller", self.agent_controllers(node, controller), "--node", node,
+                "--state-dir", state_dir]
         if os.geteuid() == 0:
             # Tests run as root and their jobs name no local account: the agent refuses
             # both by default (docs/SECURITY.md), so allow them here explicitly.
@@ -896,7 +902,7 @@ class Cluster:
     # -- CLI -------------------------------------------------------------------------
 
     def cli(self, *args, timeout=30, input=None):
-        argv = [AXCTL, "--url", self.url] + [str(a) for a in args]
+        argv = [AXCTL, "--url", self.cli_url or self.url] + [str(a) for a in args]
         env = dict(self.env)
         if self.token:
             env["AXCTL_TOKEN"] = self.token
