@@ -26,7 +26,7 @@ static const CliCommand commands[] = {
 };
 
 static void print_tool_help(FILE *f) {
-        fputs("Usage: axctl [--url URL] [--ca-file PATH] [--json] COMMAND [ARGS...]\n"
+        fputs("Usage: axctl [--url URL[,URL...]] [--ca-file PATH] [--json] COMMAND [ARGS...]\n"
               "\n"
               "Command line for the axctl training-job orchestrator.\n"
               "\n"
@@ -38,7 +38,9 @@ static void print_tool_help(FILE *f) {
               "\n"
               "Options (before or after the command):\n"
               "  --url URL        controller URL (default $AXCTL_URL, then the config file's\n"
-              "                   url, then " CLI_DEFAULT_URL ")\n"
+              "                   url, then " CLI_DEFAULT_URL "); several, comma\n"
+              "                   separated, for controllers that fail over: axctl\n"
+              "                   finds the one that leads\n"
               "  --ca-file PATH   CA certificates to verify an https controller with\n"
               "                   (default $AXCTL_CA_FILE, then the config file's ca_file,\n"
               "                   then the system's)\n"

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What ranks printed and what happened to jobs: `logs` (a rank's log, fetched through
- * streamed by the controller from the agent that holds it; redirects are followed too), `status --env` (the
- * environment block the agent writes at the top of every rank log) and `events` (the
- * audit trail, optionally followed by polling /v1/events?after=SEQ).
+ * What ranks printed and what happened to jobs: `logs` (a rank's log, streamed by the
+ * controller from the agent that holds it; redirects are followed too, and `logs -f`
+ * goes on through a failover), `status --env` (the environment block the agent writes
+ * at the top of every rank log) and `events` (the audit trail, optionally followed by
+ * polling /v1/events?after=SEQ).
  */
 #include "cli.h"
 
