@@ -9,6 +9,7 @@
  */
 #include "../tests/unit/check.h"
 #include "cli.h"
+#include "test-cli.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -25,12 +26,7 @@ typedef struct Fake {
         int fd;
         int port;
         pthread_t thread;
-        /* The last request, for the tests to inspect (one request at a time). */
-        char method[8];
-        char target[1024];
-        char body[8192];
-        char idempotency_key[256];
-        char authorization[256]; /* the Authorization header, "" when absent */
+        TestRequest req; /* the last one, for the tests to inspect (one at a time) */
         int polls[8]; /* GET /v1/jobs/{id} count per job id */
 } Fake;
 
@@ -94,7 +90,7 @@ static void send_raw(int fd, const char *text) {
 
 /* Answers that test the client's HTTP framing and limits rather than the API. */
 static bool route_transport(int fd) {
-        const char *t = fake.target;
+        const char *t = fake.req.target;
         char buf[4096];
         if (strcmp(t, "/v1/jobs/20") == 0) {
                 /* An interim answer, then the job in chunks (an extension, a trailer),
@@ -158,7 +154,7 @@ static bool route_transport(int fd) {
 }
 
 static void route(int fd) {
-        const char *t = fake.target;
+        const char *t = fake.req.target;
         char extra[1200];
         if (route_transport(fd))
                 return;
@@ -170,8 +166,8 @@ static void route(int fd) {
                                      " \"\\u001b[31mred\\u007f\"}}");
         if (strcmp(t, "/v1/jobs/16/events") == 0)
                 return send_endless(fd);
-        if (strcmp(fake.method, "POST") == 0 && strcmp(t, "/v1/jobs") == 0) {
-                if (strstr(fake.body, "\"ranks\":0"))
+        if (strcmp(fake.req.method, "POST") == 0 && strcmp(t, "/v1/jobs") == 0) {
+                if (strstr(fake.req.body, "\"ranks\":0"))
                         return send_response(
                                 fd, 400, NULL,
                                 "{\"error\": {\"code\": \"invalid_spec\", \"message\":"
@@ -194,9 +190,9 @@ static void route(int fd) {
         }
         /* Job 7 is guarded like the real controller: a user token of another project. */
         if (strcmp(t, "/v1/jobs/7") == 0) {
-                if (strcmp(fake.authorization, "Bearer admin-token") == 0)
+                if (strcmp(fake.req.authorization, "Bearer admin-token") == 0)
                         return send_response(fd, 200, NULL, job_json(7, "running", "", "null"));
-                if (strcmp(fake.authorization, "Bearer user-token") == 0)
+                if (strcmp(fake.req.authorization, "Bearer user-token") == 0)
                         return send_response(fd, 403, NULL,
                                              "{\"error\": {\"code\": \"forbidden\", \"message\":"
                                              " \"job 7 belongs to project vision\"}}");
@@ -213,7 +209,7 @@ static void route(int fd) {
         int id;
         char rest[512] = "";
         if (sscanf(t, "/v1/jobs/%d%511s", &id, rest) >= 1) {
-                if (strcmp(fake.method, "GET") == 0 && rest[0] == '\0') {
+                if (strcmp(fake.req.method, "GET") == 0 && rest[0] == '\0') {
                         int n = id < 8 ? ++fake.polls[id] : 0;
                         switch (id) {
                         case 1: /* succeeds on the third look */
@@ -286,41 +282,8 @@ static void route(int fd) {
 }
 
 static void serve_one(int fd) {
-        char buf[16384];
-        size_t len = 0;
-        char *end = NULL;
-        while (!end && len < sizeof(buf) - 1) {
-                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-                if (n <= 0)
-                        return;
-                len += (size_t) n;
-                buf[len] = '\0';
-                end = strstr(buf, "\r\n\r\n");
-        }
-        if (!end)
-                return;
-        size_t header_len = (size_t) (end - buf) + 4;
-        const char *cl = strcasestr(buf, "\r\nContent-Length:");
-        size_t body_len = cl && cl < end ? (size_t) strtoul(cl + 17, NULL, 10) : 0;
-        while (len < header_len + body_len && len < sizeof(buf) - 1) {
-                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-                if (n <= 0)
-                        return;
-                len += (size_t) n;
-        }
-        buf[len] = '\0';
-
-        sscanf(buf, "%7s %1023s", fake.method, fake.target);
-        snprintf(fake.body, sizeof(fake.body), "%s", buf + header_len);
-        fake.idempotency_key[0] = '\0';
-        const char *k = strcasestr(buf, "\r\nIdempotency-Key: ");
-        if (k && k < end)
-                sscanf(k + 19, "%255[^\r]", fake.idempotency_key);
-        fake.authorization[0] = '\0';
-        const char *a = strcasestr(buf, "\r\nAuthorization: ");
-        if (a && a < end)
-                sscanf(a + 17, "%255[^\r]", fake.authorization);
-        route(fd);
+        if (test_request_read(fd, &fake.req))
+                route(fd);
 }
 
 static void *fake_thread(void *userdata) {
@@ -345,12 +308,6 @@ static void fake_start(void) {
         assert(pthread_create(&fake.thread, NULL, fake_thread, NULL) == 0);
 }
 
-typedef struct Run {
-        int code;
-        char *out;
-        char *err;
-} Run;
-
 /* Runs "axctl --url <fake> args..." (args NULL-terminated). */
 static Run run(char **args) {
         char *argv[32] = {"axctl", "--url"};
@@ -359,19 +316,7 @@ static Run run(char **args) {
         int argc = 3;
         for (int i = 0; args[i]; i++)
                 argv[argc++] = args[i];
-        Run r = {};
-        size_t n1, n2;
-        FILE *out = open_memstream(&r.out, &n1);
-        FILE *err = open_memstream(&r.err, &n2);
-        r.code = cli_run(argc, argv, out, err);
-        fclose(out);
-        fclose(err);
-        return r;
-}
-
-static void run_done(Run *r) {
-        free(r->out);
-        free(r->err);
+        return run_argv(argv);
 }
 
 static void expect(Run r, int code, const char *out, const char *err) {
@@ -390,10 +335,10 @@ static void test_submit(void) {
         expect(run((char *[]){"submit", "--ranks", "2", "--idempotency-key", "k-1", "--env", "X=1",
                               "--user", "bob", "--", "python3", "train.py", NULL}),
                0, "1\n", NULL);
-        assert(strcmp(fake.method, "POST") == 0);
-        assert(strcmp(fake.target, "/v1/jobs") == 0);
-        assert(strcmp(fake.idempotency_key, "k-1") == 0);
-        _cleanup_json_ json_t *sent = json_loads(fake.body, 0, NULL);
+        assert(strcmp(fake.req.method, "POST") == 0);
+        assert(strcmp(fake.req.target, "/v1/jobs") == 0);
+        assert(strcmp(fake.req.idempotency_key, "k-1") == 0);
+        _cleanup_json_ json_t *sent = json_loads(fake.req.body, 0, NULL);
         _cleanup_free_ char *s = json_dumps(sent, JSON_COMPACT | JSON_SORT_KEYS);
         assert(strcmp(s, "{\"command\":[\"python3\",\"train.py\"],\"env\":{\"X\":\"1\"},"
                          "\"ranks\":2,\"user\":\"bob\"}") == 0);
@@ -432,8 +377,9 @@ static void test_wait(void) {
 
 static void test_cancel(void) {
         expect(run((char *[]){"cancel", "4", NULL}), 0, "cancelled: cancelled by user\n", NULL);
-        assert(strcmp(fake.method, "POST") == 0 && strcmp(fake.target, "/v1/jobs/4/cancel") == 0);
-        assert(fake.body[0] == '\0');
+        assert(strcmp(fake.req.method, "POST") == 0 &&
+               strcmp(fake.req.target, "/v1/jobs/4/cancel") == 0);
+        assert(fake.req.body[0] == '\0');
         expect(run((char *[]){"cancel", "2", NULL}), 1, "",
                "axctl: conflict: job 2 already ended\n");
 }
@@ -448,7 +394,7 @@ static void test_list(void) {
 
         r = run((char *[]){"list", "--state", "running", "--limit", "2", NULL});
         assert(r.code == 0);
-        assert(strcmp(fake.target, "/v1/jobs?state=running&limit=2") == 0);
+        assert(strcmp(fake.req.target, "/v1/jobs?state=running&limit=2") == 0);
         const char *want = "ID  NAME  PROJECT  USER  STATE    ATTEMPT  RESTARTS  AGE  REASON\n"
                            "5   -     -        -     running  -        -         -    -\n";
         assert(strncmp(r.out, want, strlen(want)) == 0);
@@ -472,7 +418,7 @@ static void test_status(void) {
         r = run((char *[]){"status", "4", "--env", "--rank", "1", "--attempt", "1", "--json",
                            NULL});
         assert(r.code == 0);
-        assert(strstr(fake.target, "/agent/log?rank=1&attempt=1"));
+        assert(strstr(fake.req.target, "/agent/log?rank=1&attempt=1"));
         _cleanup_json_ json_t *doc = json_loads(r.out, 0, NULL);
         json_t *env = json_object_get(json_array_get(json_object_get(doc, "ranks"), 0), "env");
         assert(strcmp(json_string_value(json_object_get(env, "A")), "b=c") == 0);
@@ -504,24 +450,9 @@ static void test_nodes(void) {
 
         /* Node names are escaped into the path; drain sends {"now": ...}. */
         expect(run((char *[]){"drain", "n 1", "--now", NULL}), 0, "draining\n", NULL);
-        assert(strcmp(fake.body, "{\"now\":true}") == 0);
+        assert(strcmp(fake.req.body, "{\"now\":true}") == 0);
         expect(run((char *[]){"undrain", "n1", NULL}), 0, "draining\n", NULL);
         expect(run((char *[]){"drain", "n2", NULL}), 6, "", "axctl: not found: no route\n");
-}
-
-/* Runs axctl with exactly argv (no --url added). */
-static Run run_plain(char **argv) {
-        int argc = 0;
-        while (argv[argc])
-                argc++;
-        Run r = {};
-        size_t n1, n2;
-        FILE *out = open_memstream(&r.out, &n1);
-        FILE *err = open_memstream(&r.err, &n2);
-        r.code = cli_run(argc, argv, out, err);
-        fclose(out);
-        fclose(err);
-        return r;
 }
 
 static void write_config(const char *path, mode_t mode, const char *text) {
@@ -541,22 +472,22 @@ static void expect_secret_kept(Run r, const char *token) {
 static void test_auth(void) {
         /* No token: 401 is exit 7 with the hint; nothing is sent. */
         Run r = run((char *[]){"status", "7", NULL});
-        assert(fake.authorization[0] == '\0');
+        assert(fake.req.authorization[0] == '\0');
         expect(r, 7, "", "axctl: not authenticated: missing or unknown token (set AXCTL_TOKEN)\n");
 
         setenv("AXCTL_TOKEN", "admin-token", 1);
         r = run((char *[]){"status", "7", NULL});
-        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        assert(strcmp(fake.req.authorization, "Bearer admin-token") == 0);
         expect_secret_kept(r, "admin-token");
         expect(r, 0, NULL, NULL);
         /* Every request carries it, POSTs too. */
         expect(run((char *[]){"cancel", "4", NULL}), 0, NULL, NULL);
-        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        assert(strcmp(fake.req.authorization, "Bearer admin-token") == 0);
         /* With a token the controller names the user: $USER is not sent for it. */
         setenv("USER", "runner", 1);
         expect(run((char *[]){"submit", "--ranks", "1", "--", "true", NULL}), 0, "1\n", NULL);
-        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
-        assert(!strstr(fake.body, "runner") && !strstr(fake.body, "\"user\""));
+        assert(strcmp(fake.req.authorization, "Bearer admin-token") == 0);
+        assert(!strstr(fake.req.body, "runner") && !strstr(fake.req.body, "\"user\""));
 
         setenv("AXCTL_TOKEN", "user-token", 1);
         r = run((char *[]){"status", "7", NULL});
@@ -572,7 +503,7 @@ static void test_auth(void) {
         /* The redirect to an agent does not carry the token. */
         r = run((char *[]){"logs", "8", NULL});
         assert(r.code == 0 && strstr(r.out, "query rank=0"));
-        assert(fake.authorization[0] == '\0');
+        assert(fake.req.authorization[0] == '\0');
         run_done(&r);
 
         /* A token with a newline would inject a header: refused before any request. */
@@ -646,8 +577,8 @@ static void test_transport(void) {
          * (test_auth's job 8). */
         setenv("AXCTL_TOKEN", "admin-token", 1);
         expect(run((char *[]){"logs", "11", "--rank", "1", NULL}), 0, NULL, "");
-        assert(strcmp(fake.target, "/agent/log?rank=1") == 0);
-        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        assert(strcmp(fake.req.target, "/agent/log?rank=1") == 0);
+        assert(strcmp(fake.req.authorization, "Bearer admin-token") == 0);
         unsetenv("AXCTL_TOKEN");
 
         const char *bad_urls[][2] = {
@@ -659,7 +590,7 @@ static void test_transport(void) {
                 {"http://127.0.0.1:1/a b", "invalid URL: spaces or control characters\n"},
         };
         for (size_t i = 0; i < ELEMENTSOF(bad_urls); i++)
-                expect(run_plain(
+                expect(run_argv(
                                (char *[]){"axctl", "--url", (char *) bad_urls[i][0], "list", NULL}),
                        5, "", bad_urls[i][1]);
 }
@@ -673,13 +604,13 @@ static void test_config(void) {
         /* url and token from the file; no --url given. */
         _cleanup_free_ char *text = xasprintf("# client\nurl = %s/\ntoken = admin-token\n", url);
         write_config(path, 0600, text);
-        Run r = run_plain((char *[]){"axctl", "status", "7", NULL});
-        assert(strcmp(fake.authorization, "Bearer admin-token") == 0);
+        Run r = run_argv((char *[]){"axctl", "status", "7", NULL});
+        assert(strcmp(fake.req.authorization, "Bearer admin-token") == 0);
         expect(r, 0, NULL, NULL);
 
         /* $AXCTL_TOKEN wins over the file. */
         setenv("AXCTL_TOKEN", "user-token", 1);
-        expect(run_plain((char *[]){"axctl", "status", "7", NULL}), 8, "", NULL);
+        expect(run_argv((char *[]){"axctl", "status", "7", NULL}), 8, "", NULL);
         unsetenv("AXCTL_TOKEN");
 
         /* A token others can read or write is refused, naming the fix. */
@@ -687,35 +618,35 @@ static void test_config(void) {
                                               "chmod 600 %s\n",
                                               path, path);
         write_config(path, 0644, text);
-        r = run_plain((char *[]){"axctl", "status", "7", NULL});
+        r = run_argv((char *[]){"axctl", "status", "7", NULL});
         expect_secret_kept(r, "admin-token");
         expect(r, 2, "", want);
         write_config(path, 0620, text);
-        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "",
+        expect(run_argv((char *[]){"axctl", "list", NULL}), 2, "",
                "is writable by group or others: run chmod 600");
         /* ... but help still works. */
-        expect(run_plain((char *[]){"axctl", "--help", NULL}), 0, NULL, "");
+        expect(run_argv((char *[]){"axctl", "--help", NULL}), 0, NULL, "");
 
         /* Without a token the file may be world-readable. */
         _cleanup_free_ char *plain = xasprintf("url = %s\n", url);
         write_config(path, 0644, plain);
-        expect(run_plain((char *[]){"axctl", "status", "7", NULL}), 7, "", "(set AXCTL_TOKEN)");
+        expect(run_argv((char *[]){"axctl", "status", "7", NULL}), 7, "", "(set AXCTL_TOKEN)");
 
         /* Unknown keys and a missing $AXCTL_CONFIG are errors, mangled tokens too. */
         write_config(path, 0600, "tokn = x\n");
-        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "", "unknown key tokn");
+        expect(run_argv((char *[]){"axctl", "list", NULL}), 2, "", "unknown key tokn");
         write_config(path, 0600, "token = \"a b\"\n");
-        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "",
+        expect(run_argv((char *[]){"axctl", "list", NULL}), 2, "",
                "token must be one word of visible ASCII characters");
         _cleanup_free_ char *missing = xasprintf("%s/nope", dir);
         setenv("AXCTL_CONFIG", missing, 1);
-        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "", "No such file or directory");
+        expect(run_argv((char *[]){"axctl", "list", NULL}), 2, "", "No such file or directory");
 
         /* A FIFO (or any file that is not a regular one) is refused, never waited on. */
         _cleanup_free_ char *fifo = xasprintf("%s/fifo", dir);
         assert(mkfifo(fifo, 0600) == 0);
         setenv("AXCTL_CONFIG", fifo, 1);
-        expect(run_plain((char *[]){"axctl", "list", NULL}), 2, "", "is not a regular file\n");
+        expect(run_argv((char *[]){"axctl", "list", NULL}), 2, "", "is not a regular file\n");
         unlink(fifo);
 
         /* The default location under $XDG_CONFIG_HOME; absent is fine. */
@@ -733,26 +664,20 @@ static void test_config(void) {
         /* A CA file that cannot be read; an https URL against a plain HTTP server fails
          * the handshake (exit 5) rather than falling back to plain text. */
         _cleanup_free_ char *https = xasprintf("https://127.0.0.1:%d", fake.port);
-        expect(run_plain((char *[]){"axctl", "--ca-file", missing, "--url", https, "list", NULL}),
-               5, "", "cannot read CA file");
+        expect(run_argv((char *[]){"axctl", "--ca-file", missing, "--url", https, "list", NULL}), 5,
+               "", "cannot read CA file");
         write_config(path, 0600, "ca_file = /etc/ssl/certs/ca-certificates.crt\n");
-        expect(run_plain((char *[]){"axctl", "--url", https, "list", "--ca-file", path, NULL}), 5,
+        expect(run_argv((char *[]){"axctl", "--url", https, "list", "--ca-file", path, NULL}), 5,
                "", "cannot reach controller at https://");
-        expect(run_plain((char *[]){"axctl", "--url", https, "list", "--ca-file", missing, NULL}),
-               5, "", "cannot read CA file");
+        expect(run_argv((char *[]){"axctl", "--url", https, "list", "--ca-file", missing, NULL}), 5,
+               "", "cannot read CA file");
         unlink(path);
         rmdir(dir);
         unsetenv("XDG_CONFIG_HOME");
 }
 
 int main(void) {
-        /* The developer's own config and token must not leak into the tests. */
-        unsetenv("AXCTL_TOKEN");
-        unsetenv("AXCTL_CONFIG");
-        unsetenv("AXCTL_CA_FILE");
-        unsetenv("AXCTL_URL");
-        setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
-        signal(SIGPIPE, SIG_IGN); /* the endless answer's client hangs up */
+        test_environment_clean();
         fake_start();
         test_submit();
         test_wait();

@@ -6,6 +6,7 @@
  * port nobody listens on.
  */
 #include "cli.h"
+#include "test-cli.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -14,31 +15,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-typedef struct Run {
-        int code;
-        char *out;
-        char *err;
-} Run;
-
-static Run run(char **argv) {
-        int argc = 0;
-        while (argv[argc])
-                argc++;
-        Run r = {};
-        size_t out_len, err_len;
-        FILE *out = open_memstream(&r.out, &out_len);
-        FILE *err = open_memstream(&r.err, &err_len);
-        r.code = cli_run(argc, argv, out, err);
-        fclose(out);
-        fclose(err);
-        return r;
-}
-
-static void run_done(Run *r) {
-        free(r->out);
-        free(r->err);
-}
-
 static bool one_line(const char *s) {
         size_t n = strlen(s);
         return n > 0 && s[n - 1] == '\n' && strchr(s, '\n') == s + n - 1;
@@ -46,7 +22,7 @@ static bool one_line(const char *s) {
 
 /* Runs argv and checks exit code and that stderr holds exactly one line with needle. */
 static void expect_error(int code, const char *needle, char **argv) {
-        Run r = run(argv);
+        Run r = run_argv(argv);
         if (r.code != code || !strstr(r.err, needle) || !one_line(r.err))
                 fprintf(stderr, "%s: exit %d (want %d), stderr '%s' (want '%s')\n", argv[1], r.code,
                         code, r.err, needle);
@@ -159,7 +135,7 @@ static void test_help(void) {
                                 argv[1] = "help";
                                 argv[2] = (char *) commands[i];
                         }
-                        Run r = run(argv);
+                        Run r = run_argv(argv);
                         assert(r.code == 0);
                         assert(strncmp(r.out, "Usage: axctl ", 13) == 0);
                         assert(strstr(r.out, commands[i]));
@@ -167,7 +143,7 @@ static void test_help(void) {
                         run_done(&r);
                 }
         }
-        Run r = run((char *[]){"axctl", "--help", NULL});
+        Run r = run_argv((char *[]){"axctl", "--help", NULL});
         assert(r.code == 0);
         assert(strstr(r.out, "Exit codes:"));
         assert(strstr(r.out, "6  job or node not found"));
@@ -175,7 +151,7 @@ static void test_help(void) {
         assert(strstr(r.out, "8  not allowed"));
         assert(strstr(r.out, "--ca-file PATH"));
         run_done(&r);
-        r = run((char *[]){"axctl", "--version", NULL});
+        r = run_argv((char *[]){"axctl", "--version", NULL});
         assert(r.code == 0 && strncmp(r.out, "axctl ", 6) == 0);
         run_done(&r);
 }

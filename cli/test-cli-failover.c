@@ -9,6 +9,7 @@
  */
 #include "../tests/unit/check.h"
 #include "cli.h"
+#include "test-cli.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -39,11 +40,7 @@ typedef struct Server {
         /* What came in, for the checks; one request at a time. */
         pthread_mutex_t lock;
         int requests;
-        char method[8];
-        char target[512];
-        char body[2048];
-        char authorization[256];
-        char idempotency_key[128];
+        TestRequest req; /* the last one */
         int log_streams; /* GET .../logs: the first stream breaks */
 } Server;
 
@@ -86,60 +83,31 @@ static void send_log(Server *s, int fd) {
 }
 
 static void leader_answer(Server *s, int fd) {
-        if (strcmp(s->method, "POST") == 0 && strcmp(s->target, "/v1/jobs") == 0)
+        if (strcmp(s->req.method, "POST") == 0 && strcmp(s->req.target, "/v1/jobs") == 0)
                 return send_answer(fd, 201, "", job_json);
-        if (strcmp(s->target, "/v1/jobs/1") == 0)
+        if (strcmp(s->req.target, "/v1/jobs/1") == 0)
                 return send_answer(fd, 200, "", job_json);
-        if (strncmp(s->target, "/v1/jobs/1/logs?", 16) == 0)
+        if (strncmp(s->req.target, "/v1/jobs/1/logs?", 16) == 0)
                 return send_log(s, fd);
         send_answer(fd, 404, "",
                     "{\"error\": {\"code\": \"not_found\", \"message\": \"no route\"}}");
 }
 
 static void follower_answer(Server *s, int fd) {
-        char headers[700];
-        snprintf(headers, sizeof(headers), "Location: %s%s\r\n", s->leader->url, s->target);
+        char headers[1200];
+        snprintf(headers, sizeof(headers), "Location: %s%s\r\n", s->leader->url, s->req.target);
         send_answer(fd, 307, headers,
                     "{\"error\": {\"code\": \"not_leader\", \"message\": \"this controller "
                     "follows\", \"status\": 307}}");
 }
 
 static void serve(Server *s, int fd) {
-        char buf[8192];
-        size_t len = 0;
-        char *end = NULL;
-        while (!end && len < sizeof(buf) - 1) {
-                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-                if (n <= 0)
-                        return;
-                len += (size_t) n;
-                buf[len] = '\0';
-                end = strstr(buf, "\r\n\r\n");
-        }
-        if (!end)
+        TestRequest req;
+        if (!test_request_read(fd, &req))
                 return;
-        size_t header_len = (size_t) (end - buf) + 4;
-        const char *cl = strcasestr(buf, "\r\nContent-Length:");
-        size_t body_len = cl && cl < end ? (size_t) strtoul(cl + 17, NULL, 10) : 0;
-        while (len < header_len + body_len && len < sizeof(buf) - 1) {
-                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-                if (n <= 0)
-                        return;
-                len += (size_t) n;
-        }
-        buf[len] = '\0';
-
         pthread_mutex_lock(&s->lock);
         s->requests++;
-        sscanf(buf, "%7s %511s", s->method, s->target);
-        snprintf(s->body, sizeof(s->body), "%s", buf + header_len);
-        s->authorization[0] = s->idempotency_key[0] = '\0';
-        const char *a = strcasestr(buf, "\r\nAuthorization: ");
-        if (a && a < end)
-                sscanf(a + 17, "%255[^\r]", s->authorization);
-        const char *k = strcasestr(buf, "\r\nIdempotency-Key: ");
-        if (k && k < end)
-                sscanf(k + 19, "%127[^\r]", s->idempotency_key);
+        s->req = req;
         pthread_mutex_unlock(&s->lock);
 
         switch (s->role) {
@@ -188,8 +156,7 @@ static void server_start(Server *s, Role role, const Server *to) {
 static void server_reset(Server *s) {
         pthread_mutex_lock(&s->lock);
         s->requests = 0;
-        s->method[0] = s->target[0] = s->body[0] = s->authorization[0] = '\0';
-        s->idempotency_key[0] = '\0';
+        s->req = (TestRequest){};
         s->log_streams = 0;
         pthread_mutex_unlock(&s->lock);
 }
@@ -214,12 +181,6 @@ static void dead_port_open(void) {
         snprintf(dead_url, sizeof(dead_url), "http://127.0.0.1:%d", ntohs(sa.sin_port));
 }
 
-typedef struct Run {
-        int code;
-        char *out;
-        char *err;
-} Run;
-
 /* Runs "axctl --url urls args..." (args NULL-terminated) with every server reset. */
 static Run run(const char *urls, char **args) {
         Server *all[] = {&leader, &follower, &rogue, &no_leader, &dropper};
@@ -229,14 +190,7 @@ static Run run(const char *urls, char **args) {
         int argc = 3;
         for (int i = 0; args[i]; i++)
                 argv[argc++] = args[i];
-        Run r = {};
-        size_t n1, n2;
-        FILE *out = open_memstream(&r.out, &n1);
-        FILE *err = open_memstream(&r.err, &n2);
-        r.code = cli_run(argc, argv, out, err);
-        fclose(out);
-        fclose(err);
-        return r;
+        return run_argv(argv);
 }
 
 static void expect(Run r, int code, const char *out, const char *err) {
@@ -246,8 +200,7 @@ static void expect(Run r, int code, const char *out, const char *err) {
                 fprintf(stderr, "exit %d (want %d)\nstdout:\n%s\nstderr:\n%s\n", r.code, code,
                         r.out, r.err);
         assert(ok);
-        free(r.out);
-        free(r.err);
+        run_done(&r);
 }
 
 static char *urls(const char *a, const char *b) {
@@ -259,7 +212,7 @@ static void test_next_url(void) {
         _cleanup_free_ char *list = urls(dead_url, leader.url);
         expect(run(list, (char *[]){"status", "1", NULL}), 0, NULL, "");
         CHECK_INT(requests(&leader), 1);
-        CHECK_STR(leader.target, "/v1/jobs/1");
+        CHECK_STR(leader.req.target, "/v1/jobs/1");
 
         /* Every URL dead: one line that names each failure. */
         _cleanup_free_ char *dead = urls(dead_url, dead_url);
@@ -285,26 +238,26 @@ static void test_follow_leader(void) {
                                     "--", "true", NULL}),
                0, "1\nsucceeded (exit code 0)\n", NULL);
         CHECK_INT(requests(&follower), 1); /* the submit; wait went to the leader at once */
-        CHECK_STR(follower.method, "POST");
+        CHECK_STR(follower.req.method, "POST");
         CHECK_INT(requests(&leader), 2);
-        CHECK_STR(leader.target, "/v1/jobs/1");
-        CHECK_STR(leader.authorization, "Bearer admin-token");
+        CHECK_STR(leader.req.target, "/v1/jobs/1");
+        CHECK_STR(leader.req.authorization, "Bearer admin-token");
 
         /* Only the POST: its body and key went to the leader as they were. */
         expect(run(list, (char *[]){"submit", "--idempotency-key", "k2", "--ranks", "1", "--",
                                     "true", NULL}),
                0, "1\n", NULL);
-        CHECK_STR(leader.method, "POST");
-        CHECK_STR(leader.target, "/v1/jobs");
-        CHECK_STR(leader.idempotency_key, "k2");
-        CHECK(strstr(leader.body, "\"command\":[\"true\"]"));
-        CHECK_STR(leader.body, follower.body);
-        CHECK_STR(leader.authorization, "Bearer admin-token");
+        CHECK_STR(leader.req.method, "POST");
+        CHECK_STR(leader.req.target, "/v1/jobs");
+        CHECK_STR(leader.req.idempotency_key, "k2");
+        CHECK(strstr(leader.req.body, "\"command\":[\"true\"]"));
+        CHECK_STR(leader.req.body, follower.req.body);
+        CHECK_STR(leader.req.authorization, "Bearer admin-token");
 
         /* One URL (a load-balanced name): the leader may be anywhere of that scheme. */
         expect(run(follower.url, (char *[]){"status", "1", NULL}), 0, NULL, "");
         CHECK_INT(requests(&leader), 1);
-        CHECK_STR(leader.authorization, "Bearer admin-token");
+        CHECK_STR(leader.req.authorization, "Bearer admin-token");
         unsetenv("AXCTL_TOKEN");
 }
 
@@ -369,19 +322,14 @@ static void test_logs_follow(void) {
         _cleanup_free_ char *list = urls(follower.url, leader.url);
         expect(run(list, (char *[]){"logs", "1", "-f", NULL}), 0, log_text, "");
         CHECK_INT(leader.log_streams, 2);
-        CHECK_STR(leader.target, "/v1/jobs/1/logs?rank=0&attempt=2&follow=1");
+        CHECK_STR(leader.req.target, "/v1/jobs/1/logs?rank=0&attempt=2&follow=1");
         /* Without -f a broken stream is an error, as before. */
         expect(run(leader.url, (char *[]){"logs", "1", NULL}), 5, "line 1\nline 2\n",
                "the answer is not HTTP or ended early");
 }
 
 int main(void) {
-        unsetenv("AXCTL_TOKEN");
-        unsetenv("AXCTL_CONFIG");
-        unsetenv("AXCTL_CA_FILE");
-        unsetenv("AXCTL_URL");
-        setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
-        signal(SIGPIPE, SIG_IGN);
+        test_environment_clean();
         server_start(&leader, ROLE_LEADER, NULL);
         server_start(&follower, ROLE_FOLLOWER, &leader);
         server_start(&rogue, ROLE_LEADER, NULL);
