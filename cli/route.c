@@ -105,8 +105,10 @@ static char *route_leader_target(Route *rt, const char *from, const char *locati
                                  CliResponse *r) {
         Url base, next;
         _cleanup_free_ char *why = NULL;
-        if (url_parse(from, &base, &why) < 0)
+        if (url_parse(from, &base, &why) < 0) {
+                response_fail(r, "%s", why);
                 return NULL;
+        }
         _cleanup_free_ char *target = url_resolve(&base, location);
         bool from_tls = base.tls;
         url_done(&base);
@@ -126,7 +128,9 @@ static char *route_leader_target(Route *rt, const char *from, const char *locati
                               "--url: not followed",
                               target);
         }
-        if (allowed && !listed && !rt->leader.host) {
+        if (allowed && !listed) {
+                /* The token may go there (the newest leader named, if it changed). */
+                url_done(&rt->leader);
                 rt->leader = next;
                 return TAKE_PTR(target);
         }
