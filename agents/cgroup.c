@@ -259,7 +259,7 @@ static int64_t cgroup_keyed_value(const char *path, const char *key) {
         return -1;
 }
 
-/* SIGKILLs (sig 0: only counts) every process listed in a cgroup.procs; the number
+/* Sends sig (0: only counts) to every process listed in a cgroup.procs; the number
  * listed, or -errno. */
 static int cgroup_procs_kill(const char *procs, int sig) {
         int fd = open(procs, O_RDONLY | O_CLOEXEC);
@@ -645,6 +645,14 @@ int cgroup_rank_kill(const CgroupRank *cg, int max_rounds) {
                 /* SIGKILL is delivered at once; dying takes the kernel a moment. */
                 cgroup_sleep_ms(2);
         }
+}
+
+int cgroup_rank_signal(const CgroupRank *cg, int sig) {
+        /* Every hierarchy holds the same processes: one list, so each gets sig once. */
+        int r = -ENOENT;
+        for (size_t i = 0; i < cg->n && r < 0; i++)
+                r = cgroup_procs_kill(cg->h[i].procs, sig);
+        return r;
 }
 
 bool cgroup_rank_oom_killed(const CgroupRank *cg) {

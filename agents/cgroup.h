@@ -109,6 +109,12 @@ int cgroup_rank_enter(const CgroupRank *cg);
  * -errno.
  */
 int cgroup_rank_kill(const CgroupRank *cg, int max_rounds);
+/*
+ * Sends sig once to every process in the rank's cgroups (a graceful stop reaches what
+ * left the rank's process group and session too). Returns the number signalled, or
+ * -errno when no cgroup of the rank could be read.
+ */
+int cgroup_rank_signal(const CgroupRank *cg, int sig);
 /* True when the kernel's OOM killer killed a process of the rank (memory_mb hit). */
 bool cgroup_rank_oom_killed(const CgroupRank *cg);
 /* Removes the (empty) rank cgroups. 0, or -EBUSY while a process is left. */

@@ -119,3 +119,17 @@ int proctree_kill(pid_t root, pid_t keep, int max_rounds) {
         }
         return signalled;
 }
+
+int proctree_signal(pid_t root, int sig) {
+        ProcEntry *all = NULL;
+        size_t n = 0;
+        int r = proc_scan(root, &all, &n);
+        if (r < 0)
+                return r;
+        int signalled = 0;
+        for (size_t i = 0; i < n; i++)
+                if (all[i].below && !all[i].zombie && kill(all[i].pid, sig) == 0)
+                        signalled++;
+        free(all);
+        return signalled;
+}

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "failrules.h"
+#include "proctree.h"
 #include "reserve.h"
 #include "util.h"
 
@@ -479,11 +480,24 @@ void rank_signal(const Rank *r, int sig) {
                 kill(r->rank_pid, sig);
 }
 
+/*
+ * Sends sig to every process of the rank, those that left its process group and session
+ * included: the members of its cgroup, else the descendants of its shim (a subreaper,
+ * so they stay below it), else, with its shim gone, its group and the rank itself.
+ */
+static void rank_signal_all(const Rank *r, int sig) {
+        if (r->cgroup && cgroup_rank_signal(r->cgroup, sig) > 0)
+                return;
+        if (r->shim_pid > 0 && rank_pid_alive(r->shim_pid) && proctree_signal(r->shim_pid, sig) > 0)
+                return;
+        rank_signal(r, sig);
+}
+
 void rank_kill(Rank *r, int64_t now_ms, int64_t grace_ms) {
         if (r->state != AGENT_RANK_RUNNING || r->stopping)
                 return;
         r->stopping = true;
-        rank_signal(r, SIGTERM);
+        rank_signal_all(r, SIGTERM);
         r->kill_deadline_ms = now_ms + (grace_ms > 0 ? grace_ms : 0);
 }
 
@@ -493,8 +507,8 @@ void rank_table_tick(RankTable *t, int64_t now_ms) {
                 if (r->state != AGENT_RANK_RUNNING || r->kill_deadline_ms == 0 ||
                     now_ms < r->kill_deadline_ms)
                         continue;
-                rank_signal(r, SIGKILL);
-                /* What left its group and session, even past a vanished shim. */
+                rank_signal_all(r, SIGKILL);
+                /* At once where the kernel can: what forks between a list and its kills. */
                 if (r->cgroup)
                         (void) cgroup_rank_kill(r->cgroup, 0);
                 r->kill_deadline_ms = 0;

@@ -16,7 +16,11 @@
   escapees are in the rank's own cgroup, which a cancel kills even after the rank's
   supervisor was killed, which goes away with the rank, and which an agent that lost its
   state directory finds and kills before it starts anything; a rank over its memory_mb
-  is killed by the OOM killer and its attempt says so."""
+  is killed by the OOM killer and its attempt says so.
+- A stop is graceful for every process of a rank: SIGTERM reaches a double-forked
+  grandchild in a session of its own (through the rank's cgroup, and through its
+  supervisor's process tree where the agent has no cgroups), which has the kill grace
+  to shut down before SIGKILL."""
 
 import http.client
 import json
@@ -41,6 +45,35 @@ os.setpgid(0, os.getsid(0))   # into the supervisor's process group
 with open(out + ".tmp", "w") as f:
     f.write("%d\n" % os.getpid())
 os.rename(out + ".tmp", out)
+while True:
+    time.sleep(1)
+"""
+
+
+# The rank ignores SIGTERM; its detached grandchild records that SIGTERM reached it.
+GRACEFUL_GRANDCHILD = r"""
+import os, signal, sys, time
+out = sys.argv[1]
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        def stop(sig, frame):
+            with open(out + ".term.tmp", "w") as f:
+                f.write("%d\n" % os.getpid())
+            os.rename(out + ".term.tmp", out + ".term")
+            os._exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        with open(out + ".tmp", "w") as f:
+            f.write("%d\n" % os.getpid())
+        os.rename(out + ".tmp", out)
+        while True:
+            time.sleep(1)
+    os._exit(0)
+os.wait()
+with open(out + ".rank.tmp", "w") as f:
+    f.write("%d\n" % os.getpid())
+os.rename(out + ".rank.tmp", out + ".rank")
 while True:
     time.sleep(1)
 """
@@ -304,6 +337,33 @@ class ContainmentTest(axtest.ClusterTestCase):
         # The rank's cgroups go with it.
         axtest.wait_for(lambda: not any(os.path.isdir(d) for d in dirs), 10,
                         "the rank's cgroups %s to be removed" % dirs)
+
+    def graceful_stop_reaches_grandchild(self, c):
+        out = os.path.join(c.tmp, "grandchild.pid")
+        spec = {"name": "graceful", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
+                "command": [sys.executable, "-c", GRACEFUL_GRANDCHILD, out]}
+        job_id = c.submit(spec)["id"]
+        c.wait_running(job_id)
+        axtest.wait_for(lambda: read_pid(out) and read_pid(out + ".rank"), 20,
+                        "the rank to detach a grandchild")
+        grandchild, rank = read_pid(out), read_pid(out + ".rank")
+        self.assertNotEqual(os.getsid(grandchild), os.getsid(rank))
+        self.assertNotEqual(os.getpgid(grandchild), os.getpgid(rank))
+        c.cancel(job_id)
+        self.assertEqual(c.wait_job(job_id, timeout=30)["state"], "cancelled")
+        # Gone either way: by its own exit on SIGTERM, or by SIGKILL after the grace.
+        self.assert_gone(grandchild, rank)
+        self.assertEqual(read_pid(out + ".term"), grandchild,
+                         "SIGTERM did not reach the rank's detached grandchild")
+
+    def test_sigterm_reaches_a_detached_grandchild(self):
+        c = self.start_cluster(1)
+        self.graceful_stop_reaches_grandchild(c)
+
+    def test_sigterm_reaches_a_detached_grandchild_without_cgroups(self):
+        c = self.start_cluster(1, agent_args=[["--cgroup", "no"]])
+        self.assertEqual(self.containment(c), "subreaper")
+        self.graceful_stop_reaches_grandchild(c)
 
     def shim_pid(self, c, job_id, node="n1"):
         return read_pid(os.path.join(c.tmp, node, "ranks", "%d-1-0" % job_id, "shim.pid"))
