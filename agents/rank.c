@@ -381,6 +381,28 @@ static int rank_dir_prepare(RankTable *t, const RankLaunch *l, const char *dir,
         return rank_log_header(log_path, l->envp, error);
 }
 
+typedef struct RankAttach {
+        Rank *rank;
+        const CgroupLimits *limits;
+        const char *log_path;
+} RankAttach;
+
+/* ShimLaunch.attach: has systemd make the rank's scope around its waiting process. */
+static int rank_cgroup_attach(void *userdata, pid_t pid) {
+        RankAttach *a = userdata;
+        int r = cgroup_rank_attach(a->rank->cgroup, pid, a->limits);
+        if (r < 0) {
+                /* Its shim still stops all it starts; only its limits are lost. */
+                _cleanup_free_ char *msg =
+                        xasprintf("axagent: systemd did not make the rank's scope (%s): no cpus "
+                                  "or memory_mb limit applies\n",
+                                  strerror(-r));
+                (void) rank_log_append(a->log_path, msg);
+                a->rank->cgroup = cgroup_rank_free(a->rank->cgroup);
+        }
+        return r;
+}
+
 int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         if (rank_table_find(t, l->key))
                 return -EEXIST;
@@ -457,6 +479,11 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                 .lease = t->lease,
                 .cgroup = rank->cgroup,
         };
+        RankAttach attach = {.rank = rank, .limits = &limits, .log_path = log_path};
+        if (rank->cgroup && cgroup_rank_needs_attach(rank->cgroup)) {
+                sl.attach = rank_cgroup_attach;
+                sl.attach_data = &attach;
+        }
         r = agent_shim_spawn(&sl, &rank->shim_pid, &rank->rank_pid);
         if (r < 0) {
                 _cleanup_free_ char *msg = xasprintf("cannot start supervisor: %s", strerror(-r));

@@ -311,9 +311,12 @@ class ContainmentTest(axtest.ClusterTestCase):
             self.skipTest("the agent has no cgroups here (%s)" % kind)
 
     def rank_cgroup_dirs(self, c, pid, job_id, node="n1"):
-        """The directories of the rank cgroup of job_id (attempt 1, rank 0) pid is in."""
-        suffix = "/%s/job%d-a1-r0" % (c.cgroup_name(node), job_id)
-        return [d for d in axtest.cgroup_dirs(pid) if d.endswith(suffix)]
+        """The directories of the rank cgroup of job_id (attempt 1, rank 0) pid is in: in
+        the agent's own cgroup, or the systemd scope made for it (cgroup-v2-scope)."""
+        name = "job%d-a1-r0" % job_id
+        suffixes = ("/%s/%s" % (c.cgroup_name(node), name),
+                    "/%s:%s.scope" % (c.cgroup_name(node), name))
+        return [d for d in axtest.cgroup_dirs(pid) if d.endswith(suffixes)]
 
     def assert_gone(self, *pids, timeout=10):
         axtest.wait_for(lambda: not any(axtest.pid_alive(p) for p in pids), timeout,
