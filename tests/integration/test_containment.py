@@ -86,6 +86,25 @@ time.sleep(60)
 """
 
 
+def start_detacher(c, name, program, suffixes, resources=None):
+    """Submits a 1-rank job running program with a path argument, and waits until it has
+    written a pid to that path plus each of suffixes. Returns the job id and the pids."""
+    out = os.path.join(c.tmp, name + ".pid")
+    paths = [out + s for s in suffixes]
+    for path in paths:
+        if os.path.exists(path):
+            os.unlink(path)
+    spec = {"name": name, "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
+            "command": [sys.executable, "-c", program, out]}
+    if resources:
+        spec["resources"] = resources
+    job_id = c.submit(spec)["id"]
+    c.wait_running(job_id)
+    axtest.wait_for(lambda: all(read_pid(p) for p in paths), 20,
+                    "the rank of %s to detach a process and write its pids" % name)
+    return job_id, [read_pid(p) for p in paths]
+
+
 def read_pid(path):
     try:
         with open(path) as f:
@@ -286,17 +305,7 @@ class ContainmentTest(axtest.ClusterTestCase):
 
     def start_escaper(self, c, node="n1"):
         """Runs ESCAPING_RANK; returns the job id, the rank's pid and its escapee's."""
-        out = os.path.join(c.tmp, "escaper.pid")
-        for path in (out, out + ".esc"):
-            if os.path.exists(path):
-                os.unlink(path)
-        spec = {"name": "escaper", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
-                "command": [sys.executable, "-c", ESCAPING_RANK, out]}
-        job_id = c.submit(spec)["id"]
-        c.wait_running(job_id)
-        axtest.wait_for(lambda: read_pid(out) and read_pid(out + ".esc"), 20,
-                        "the rank to detach a grandchild and leave its process group")
-        rank, escapee = read_pid(out), read_pid(out + ".esc")
+        job_id, (rank, escapee) = start_detacher(c, "escaper", ESCAPING_RANK, ("", ".esc"))
         self.assertNotEqual(os.getpgid(rank), rank)
         self.assertEqual(os.getsid(escapee), escapee)
         return job_id, rank, escapee
@@ -342,14 +351,9 @@ class ContainmentTest(axtest.ClusterTestCase):
                         "the rank's cgroups %s to be removed" % dirs)
 
     def graceful_stop_reaches_grandchild(self, c):
-        out = os.path.join(c.tmp, "grandchild.pid")
-        spec = {"name": "graceful", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
-                "command": [sys.executable, "-c", GRACEFUL_GRANDCHILD, out]}
-        job_id = c.submit(spec)["id"]
-        c.wait_running(job_id)
-        axtest.wait_for(lambda: read_pid(out) and read_pid(out + ".rank"), 20,
-                        "the rank to detach a grandchild")
-        grandchild, rank = read_pid(out), read_pid(out + ".rank")
+        job_id, (grandchild, rank) = start_detacher(c, "graceful", GRACEFUL_GRANDCHILD,
+                                                    ("", ".rank"))
+        out = os.path.join(c.tmp, "graceful.pid")
         self.assertNotEqual(os.getsid(grandchild), os.getsid(rank))
         self.assertNotEqual(os.getpgid(grandchild), os.getpgid(rank))
         c.cancel(job_id)

@@ -23,12 +23,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import unittest
 
 import axtest
-from test_containment import ESCAPING_RANK, read_pid
+from test_containment import ESCAPING_RANK, start_detacher
 
 SYSTEMD = "/lib/systemd/systemd"
 SLICE = "axagent.slice"
@@ -200,21 +199,10 @@ class SystemdScopeTest(axtest.ClusterTestCase):
             return [line.split(":", 2)[2].strip() for line in f if line.startswith("0::")][0]
 
     def start_escaper(self, resources=None):
-        c = self.c
-        out = os.path.join(c.tmp, "escaper.pid")
-        for path in (out, out + ".esc"):
-            if os.path.exists(path):
-                os.unlink(path)
-        spec = {"name": "escaper", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
-                "command": [sys.executable, "-c", ESCAPING_RANK, out]}
-        if resources:
-            spec["resources"] = resources
-        job_id = c.submit(spec)["id"]
-        c.wait_running(job_id)
-        axtest.wait_for(lambda: read_pid(out) and read_pid(out + ".esc"), 20,
-                        "the rank to detach a grandchild and leave its process group")
+        job_id, ns_pids = start_detacher(self.c, "escaper", ESCAPING_RANK, ("", ".esc"),
+                                         resources)
         # They wrote their pids as systemd's pid namespace numbers them.
-        rank, escapee = (self.systemd.host_pid(read_pid(p)) for p in (out, out + ".esc"))
+        rank, escapee = (self.systemd.host_pid(p) for p in ns_pids)
         self.assertTrue(rank and escapee)
         return job_id, rank, escapee
 
