@@ -20,6 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
+#include "cgroup-scope.h"
 #include "util.h"
 
 /* More hierarchies than any machine mounts of the four controllers, plus v2. */
@@ -29,9 +32,11 @@
 /* Checks, 1 ms apart, for a freezer to report the cgroup frozen. */
 #define CGROUP_FREEZE_ROUNDS 100
 
-/* The agent's cgroup in one hierarchy. */
+/* The agent's cgroup in one hierarchy: rank cgroups are <path>/<prefix><name><suffix>. */
 typedef struct CgroupDir {
-        char *path; /* <hierarchy>/<name> */
+        char *path; /* <hierarchy>/<name>, or the slice of systemd scopes */
+        char *prefix; /* "" in the agent's own cgroup; for scopes, the agent's name and ':' */
+        const char *suffix; /* "" or ".scope" */
         bool v2;
         unsigned controllers; /* v1: the hierarchy's; v2: those enabled for ranks */
 } CgroupDir;
@@ -39,6 +44,7 @@ typedef struct CgroupDir {
 struct CgroupSet {
         CgroupDir dirs[CGROUP_MAX_HIERARCHIES];
         size_t n;
+        sd_bus *bus; /* systemd makes each rank's cgroup, a scope (cgroup-scope.h); or NULL */
 };
 
 /* One rank's cgroup in one hierarchy, with the files used on it. */
@@ -55,6 +61,8 @@ typedef struct CgroupRankDir {
 struct CgroupRank {
         CgroupRankDir h[CGROUP_MAX_HIERARCHIES];
         size_t n;
+        const CgroupSet *set; /* borrowed: it outlives its ranks */
+        char *unit; /* the scope systemd makes for it, or NULL */
 };
 
 static const struct {
@@ -166,8 +174,11 @@ static void cgroup_layout_add(CgroupLayout *l, const CgroupMount *mounts, size_t
                 if (!dir)
                         continue;
                 l->hierarchies = xrealloc(l->hierarchies, (l->n + 1) * sizeof(CgroupHierarchy));
-                l->hierarchies[l->n++] =
-                        (CgroupHierarchy){.dir = dir, .v2 = v2, .controllers = bits};
+                l->hierarchies[l->n++] = (CgroupHierarchy){.dir = dir,
+                                                           .mount_point = xstrdup(m->point),
+                                                           .mount_root = xstrdup(m->root),
+                                                           .v2 = v2,
+                                                           .controllers = bits};
                 return;
         }
 }
@@ -208,8 +219,11 @@ int cgroup_layout_read(CgroupLayout *ret) {
 }
 
 void cgroup_layout_done(CgroupLayout *l) {
-        for (size_t i = 0; i < l->n; i++)
+        for (size_t i = 0; i < l->n; i++) {
                 free(l->hierarchies[i].dir);
+                free(l->hierarchies[i].mount_point);
+                free(l->hierarchies[i].mount_root);
+        }
         free(l->hierarchies);
         *l = (CgroupLayout){0};
 }
@@ -259,7 +273,7 @@ static int64_t cgroup_keyed_value(const char *path, const char *key) {
         return -1;
 }
 
-/* SIGKILLs (sig 0: only counts) every process listed in a cgroup.procs; the number
+/* Sends sig (0: only counts) to every process listed in a cgroup.procs; the number
  * listed, or -errno. */
 static int cgroup_procs_kill(const char *procs, int sig) {
         int fd = open(procs, O_RDONLY | O_CLOEXEC);
@@ -356,9 +370,72 @@ static unsigned cgroup_v2_prepare(const char *dir) {
         return want ? cgroup_v2_enable(dir, want) : 0;
 }
 
+/*
+ * The v2 hierarchy of l when a rank's cgroup is best a systemd scope, else NULL: on a
+ * cgroup v2 host (no v1 hierarchy to use) under systemd, unless the agent runs in a
+ * subgroup of a delegated cgroup, where its own rank cgroups get controllers. Below a
+ * cgroup that is not delegated systemd owns the tree, and below one delegated with the
+ * agent's processes in it the kernel allows no controllers (systemd 252's Delegate=yes):
+ * a scope has both a cgroup of systemd's making and its limits.
+ */
+static const CgroupHierarchy *cgroup_scope_hierarchy(const CgroupLayout *l) {
+        const CgroupHierarchy *v2 = NULL;
+        for (size_t i = 0; i < l->n; i++) {
+                if (!l->hierarchies[i].v2)
+                        return NULL;
+                v2 = &l->hierarchies[i];
+        }
+        if (!v2 || sd_booted() <= 0)
+                return NULL;
+        _cleanup_free_ char *base = cgroup_v2_base(v2->dir);
+        return strcmp(base, v2->dir) == 0 ? v2 : NULL;
+}
+
+/* Where systemd's cgroup path lies in the mount of h (malloc'd), or NULL. */
+static char *cgroup_hierarchy_dir(const CgroupHierarchy *h, const char *path) {
+        CgroupMount m = {.root = h->mount_root, .point = h->mount_point, .v2 = h->v2};
+        return cgroup_mount_dir(&m, path);
+}
+
+/* The agent's cgroups as systemd scopes in CGROUP_SCOPE_SLICE. 0 or -errno. */
+static int cgroup_set_open_scopes(const CgroupHierarchy *h, const char *name, CgroupSet **ret) {
+        sd_bus *bus;
+        int r = cgroup_scope_connect(&bus);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *slice_path = NULL;
+        r = cgroup_scope_slice_start(bus, CGROUP_SCOPE_SLICE, &slice_path);
+        char *dir = r < 0 ? NULL : cgroup_hierarchy_dir(h, slice_path);
+        if (!dir) {
+                sd_bus_flush_close_unref(bus);
+                return r < 0 ? r : -ENOENT;
+        }
+        /* What systemd can enable for the scopes in the slice. */
+        _cleanup_free_ char *avail_path = xasprintf("%s/cgroup.controllers", dir);
+        char avail[512];
+        unsigned bits = cgroup_read(avail_path, avail, sizeof(avail)) == 0
+                                ? cgroup_controllers_parse(avail, " \n") &
+                                          (CGROUP_MEMORY | CGROUP_CPU | CGROUP_PIDS)
+                                : 0;
+        _cleanup_free_ char *escaped = cgroup_scope_escape(name);
+        CgroupSet *s = xcalloc(1, sizeof(*s));
+        s->dirs[s->n++] = (CgroupDir){.path = dir,
+                                      .prefix = xasprintf("%s:", escaped),
+                                      .suffix = ".scope",
+                                      .v2 = true,
+                                      .controllers = bits};
+        s->bus = bus;
+        *ret = s;
+        return 0;
+}
+
 int cgroup_set_open(const CgroupLayout *l, const char *name, CgroupSet **ret) {
         if (l->n == 0)
                 return -ENOENT;
+        const CgroupHierarchy *scopes = cgroup_scope_hierarchy(l);
+        /* Without systemd's bus the agent's own cgroup still stops ranks whole. */
+        if (scopes && cgroup_set_open_scopes(scopes, name, ret) == 0)
+                return 0;
         CgroupSet *s = xcalloc(1, sizeof(*s));
         unsigned v2_enabled = 0;
         int r = -ENOENT;
@@ -383,8 +460,11 @@ int cgroup_set_open(const CgroupLayout *l, const char *name, CgroupSet **ret) {
                                 bits = bits ? cgroup_v2_enable(path, bits) : 0;
                                 v2_enabled = bits;
                         }
-                        s->dirs[s->n++] = (CgroupDir){
-                                .path = TAKE_PTR(path), .v2 = h->v2, .controllers = bits};
+                        s->dirs[s->n++] = (CgroupDir){.path = TAKE_PTR(path),
+                                                      .prefix = xstrdup(""),
+                                                      .suffix = "",
+                                                      .v2 = h->v2,
+                                                      .controllers = bits};
                 }
         if (s->n == 0) {
                 free(s);
@@ -398,9 +478,13 @@ CgroupSet *cgroup_set_free(CgroupSet *s) {
         if (!s)
                 return NULL;
         for (size_t i = 0; i < s->n; i++) {
-                (void) rmdir(s->dirs[i].path);
+                /* The slice of scopes is every agent's of the host, and systemd's. */
+                if (!s->bus)
+                        (void) rmdir(s->dirs[i].path);
                 free(s->dirs[i].path);
+                free(s->dirs[i].prefix);
         }
+        sd_bus_flush_close_unref(s->bus);
         free(s);
         return NULL;
 }
@@ -409,6 +493,8 @@ const char *cgroup_set_kind(const CgroupSet *s) {
         bool v1 = false, v2 = false;
         for (size_t i = 0; i < s->n; i++)
                 *(s->dirs[i].v2 ? &v2 : &v1) = true;
+        if (s->bus)
+                return "cgroup-v2-scope";
         return v1 && v2 ? "cgroup-v1+v2" : v2 ? "cgroup-v2" : "cgroup-v1";
 }
 
@@ -432,8 +518,12 @@ char *cgroup_set_describe(const CgroupSet *s) {
                 dirs = joined;
         }
         unsigned limits = cgroup_set_limits(s);
+        _cleanup_free_ char *scopes =
+                s->bus ? xasprintf(" (a transient systemd scope per rank, %sjobJ-aA-rR.scope)",
+                                   s->dirs[0].prefix)
+                       : xstrdup("");
         char *line = xasprintf(
-                "%s in %s; ranks killed by %s; limits: %s%s%s", cgroup_set_kind(s), dirs,
+                "%s in %s%s; ranks killed by %s; limits: %s%s%s", cgroup_set_kind(s), dirs, scopes,
                 killer    ? "cgroup.kill"
                 : freezer ? "freezing their cgroup"
                           : "signalling their cgroup",
@@ -450,18 +540,26 @@ int cgroup_set_sweep(CgroupSet *s, bool (*keep)(const char *name, void *userdata
                 DIR *d = opendir(s->dirs[i].path);
                 if (!d)
                         continue;
+                const CgroupDir *cd = &s->dirs[i];
+                size_t lp = strlen(cd->prefix), ls = strlen(cd->suffix);
                 struct dirent *de;
                 while ((de = readdir(d))) {
-                        if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
-                            keep(de->d_name, userdata))
+                        size_t len = strlen(de->d_name);
+                        /* Only the agent's own: other agents share a slice of scopes. */
+                        if (de->d_type != DT_DIR || de->d_name[0] == '.' || len <= lp + ls ||
+                            strncmp(de->d_name, cd->prefix, lp) != 0 ||
+                            strcmp(de->d_name + len - ls, cd->suffix) != 0)
+                                continue;
+                        _cleanup_free_ char *name = strndup(de->d_name + lp, len - lp - ls);
+                        if (!name || keep(name, userdata))
                                 continue;
                         bool seen = false;
                         for (size_t j = 0; j < n && !seen; j++)
-                                seen = strcmp(names[j], de->d_name) == 0;
+                                seen = strcmp(names[j], name) == 0;
                         if (seen)
                                 continue;
                         GROW(names, n, cap);
-                        names[n++] = xstrdup(de->d_name);
+                        names[n++] = TAKE_PTR(name);
                 }
                 closedir(d);
         }
@@ -482,10 +580,13 @@ int cgroup_set_sweep(CgroupSet *s, bool (*keep)(const char *name, void *userdata
 
 CgroupRank *cgroup_rank_new(const CgroupSet *s, const char *name) {
         CgroupRank *cg = xcalloc(1, sizeof(*cg));
+        cg->set = s;
         for (size_t i = 0; i < s->n; i++) {
                 const CgroupDir *d = &s->dirs[i];
                 CgroupRankDir *h = &cg->h[cg->n++];
-                h->dir = xasprintf("%s/%s", d->path, name);
+                h->dir = xasprintf("%s/%s%s%s", d->path, d->prefix, name, d->suffix);
+                if (s->bus)
+                        cg->unit = xasprintf("%s%s%s", d->prefix, name, d->suffix);
                 h->procs = xasprintf("%s/cgroup.procs", h->dir);
                 h->v2 = d->v2;
                 h->controllers = d->controllers;
@@ -513,6 +614,7 @@ CgroupRank *cgroup_rank_free(CgroupRank *cg) {
                 free(h->kill);
                 free(h->oom);
         }
+        free(cg->unit);
         free(cg);
         return NULL;
 }
@@ -568,6 +670,9 @@ int cgroup_rank_create(const CgroupRank *cg, const CgroupLimits *lim) {
                 (void) cgroup_rank_kill(cg, 500);
                 (void) cgroup_rank_remove(cg);
         }
+        /* systemd makes a scope once the rank's process exists (cgroup_rank_attach). */
+        if (cg->unit)
+                return 0;
         int r = 0;
         for (size_t i = 0; i < cg->n && r == 0; i++) {
                 const CgroupRankDir *h = &cg->h[i];
@@ -580,7 +685,28 @@ int cgroup_rank_create(const CgroupRank *cg, const CgroupLimits *lim) {
         return r;
 }
 
+bool cgroup_rank_needs_attach(const CgroupRank *cg) {
+        return cg->unit != NULL;
+}
+
+int cgroup_rank_attach(const CgroupRank *cg, pid_t pid, const CgroupLimits *lim) {
+        if (!cg->unit)
+                return 0;
+        int r = cgroup_scope_start(cg->set->bus, cg->unit, CGROUP_SCOPE_SLICE, pid, lim->cpus,
+                                   lim->memory_mb);
+        if (r < 0)
+                return r;
+        const CgroupRankDir *h = &cg->h[0];
+        /* systemd 252 has no OOMPolicy= for scopes: the whole rank goes, as elsewhere. */
+        if ((h->controllers & CGROUP_MEMORY) && lim->memory_mb > 0)
+                (void) cgroup_set_value(h->dir, "memory.oom.group", "1");
+        return 0;
+}
+
 int cgroup_rank_enter(const CgroupRank *cg) {
+        /* systemd moved the process into its scope before it was let run. */
+        if (cg->unit)
+                return 0;
         for (size_t i = 0; i < cg->n; i++) {
                 int r = cgroup_write(cg->h[i].procs, "0");
                 if (r < 0)
@@ -645,6 +771,14 @@ int cgroup_rank_kill(const CgroupRank *cg, int max_rounds) {
                 /* SIGKILL is delivered at once; dying takes the kernel a moment. */
                 cgroup_sleep_ms(2);
         }
+}
+
+int cgroup_rank_signal(const CgroupRank *cg, int sig) {
+        /* Every hierarchy holds the same processes: one list, so each gets sig once. */
+        int r = -ENOENT;
+        for (size_t i = 0; i < cg->n && r < 0; i++)
+                r = cgroup_procs_kill(cg->h[i].procs, sig);
+        return r;
 }
 
 bool cgroup_rank_oom_killed(const CgroupRank *cg) {

@@ -12,9 +12,13 @@
  * in each of them (CgroupRank). A cgroup v2 subtree gets memory and cpu controllers
  * only where the kernel lets the agent enable them: in a cgroup without processes, such
  * as the delegated unit cgroup the agent sits beside under systemd's Delegate=yes with
- * DelegateSubgroup=; elsewhere v2 still kills, and v1 limits where mounted. Where no
- * hierarchy can be used the agent has no CgroupSet and its shims, child subreapers,
- * stop rank trees by themselves (proctree.h).
+ * DelegateSubgroup=; elsewhere v2 still kills, and v1 limits where mounted. On a cgroup
+ * v2 host under systemd, unless the agent is in such a subgroup, each rank's cgroup is
+ * instead a transient scope that systemd makes, with the limits, in axagent.slice
+ * (cgroup-scope.h): <slice>/<agent's name>:<rank name>.scope, created around the rank's
+ * process by cgroup_rank_attach while it waits to run. Where no hierarchy can be used
+ * the agent has no CgroupSet and its shims, child subreapers, stop rank trees by
+ * themselves (proctree.h).
  *
  * Library code: nothing here logs. Every function that takes a CgroupRank is safe in a
  * forked child of a multi-threaded process after cgroup_rank_new (no allocation).
@@ -24,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The controllers the agent uses, as bits. */
 typedef enum CgroupController {
@@ -36,6 +41,7 @@ typedef enum CgroupController {
 /* One hierarchy the agent is in. */
 typedef struct CgroupHierarchy {
         char *dir; /* the agent's own cgroup in it: mount point + the agent's path */
+        char *mount_point, *mount_root; /* where it is mounted, and the cgroup shown there */
         bool v2;
         unsigned controllers; /* v1: what the hierarchy carries of CgroupController */
 } CgroupHierarchy;
@@ -69,7 +75,8 @@ int cgroup_set_open(const CgroupLayout *l, const char *name, CgroupSet **ret);
 /* Frees s and removes the agent's cgroups when no rank is left in them; running ranks
  * keep theirs. Returns NULL. */
 CgroupSet *cgroup_set_free(CgroupSet *s);
-/* "cgroup-v2", "cgroup-v1" or "cgroup-v1+v2": how ranks are contained here. */
+/* "cgroup-v2", "cgroup-v2-scope" (systemd's scopes), "cgroup-v1" or "cgroup-v1+v2": how
+ * ranks are contained here. */
 const char *cgroup_set_kind(const CgroupSet *s);
 /* One line for the log: the cgroups, how ranks are killed and which limits apply
  * (malloc'd). */
@@ -100,7 +107,16 @@ CgroupRank *cgroup_rank_free(CgroupRank *cg);
  * left behind then).
  */
 int cgroup_rank_create(const CgroupRank *cg, const CgroupLimits *lim);
-/* Moves the calling process into the rank's cgroups. 0 or -errno. */
+/*
+ * True when systemd makes the rank's cgroup around its process: the process must wait
+ * before it runs until cgroup_rank_attach has returned.
+ */
+bool cgroup_rank_needs_attach(const CgroupRank *cg);
+/* Has systemd make the rank's scope around pid with lim (0 where the rank needs no
+ * attach). 0 or -errno: the rank then has no cgroup. */
+int cgroup_rank_attach(const CgroupRank *cg, pid_t pid, const CgroupLimits *lim);
+/* Moves the calling process into the rank's cgroups (nothing to do for a scope, which
+ * systemd moved it into). 0 or -errno. */
 int cgroup_rank_enter(const CgroupRank *cg);
 /*
  * Kills every process in the rank's cgroups at once (cgroup.kill, else freeze, SIGKILL
@@ -109,6 +125,12 @@ int cgroup_rank_enter(const CgroupRank *cg);
  * -errno.
  */
 int cgroup_rank_kill(const CgroupRank *cg, int max_rounds);
+/*
+ * Sends sig once to every process in the rank's cgroups (a graceful stop reaches what
+ * left the rank's process group and session too). Returns the number signalled, or
+ * -errno when no cgroup of the rank could be read.
+ */
+int cgroup_rank_signal(const CgroupRank *cg, int sig);
 /* True when the kernel's OOM killer killed a process of the rank (memory_mb hit). */
 bool cgroup_rank_oom_killed(const CgroupRank *cg);
 /* Removes the (empty) rank cgroups. 0, or -EBUSY while a process is left. */

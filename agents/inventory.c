@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -31,6 +32,18 @@ static int inventory_topology_open(const char *topology_xml, hwloc_topology_t *r
         return 0;
 }
 
+/*
+ * The running machine's RAM as the kernel counts it (MemTotal). hwloc adds up the NUMA
+ * nodes' own MemTotal instead, which lags behind on a kernel that initialises memory
+ * lazily after boot: a Firecracker GPU VM (deferred_init=lazy) showed 4.3 GiB in
+ * node0/meminfo against 126 GiB in /proc/meminfo, and ranks asking for more than the
+ * smaller figure would never have been placed there (docs/TESTING.md).
+ */
+static uint64_t inventory_kernel_memory(void) {
+        long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+        return pages > 0 && page_size > 0 ? (uint64_t) pages * (uint64_t) page_size : 0;
+}
+
 int agent_inventory_load(AgentInventory *inv, const char *topology_xml, const AccelConfig *cfg) {
         hwloc_topology_t topo = NULL;
         int r = inventory_topology_open(topology_xml, &topo);
@@ -41,6 +54,10 @@ int agent_inventory_load(AgentInventory *inv, const char *topology_xml, const Ac
         int numa = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
         hwloc_obj_t root = hwloc_get_root_obj(topo);
         uint64_t memory = root ? root->total_memory : 0;
+        /* An export describes another host: only the live machine is the kernel's. */
+        uint64_t kernel_memory = topology_xml ? 0 : inventory_kernel_memory();
+        if (kernel_memory > 0)
+                memory = kernel_memory;
 
         AccelDevice *devs = NULL;
         size_t n_devs = 0;

@@ -2,7 +2,8 @@
 /*
  * The node inventory the agent registers with: CPUs, memory and NUMA nodes counted from
  * the hwloc topology (the real machine, or an XML export for tests and for nodes whose
- * discovery must be pinned), plus the accelerators every backend finds in it.
+ * discovery must be pinned), plus the accelerators every backend finds in it. The
+ * memory of the real machine is the kernel's total, not hwloc's (see inventory.c).
  */
 #pragma once
 
@@ -14,7 +15,7 @@
 
 typedef struct AgentInventory {
         unsigned cpus; /* processing units (hardware threads) */
-        uint64_t memory_mb; /* total memory of all NUMA nodes, MiB */
+        uint64_t memory_mb; /* MiB: the kernel's MemTotal; an export's NUMA nodes summed */
         unsigned numa_nodes;
         AccelDevice *devs; /* in inventory order: devs[i].index == i */
         size_t n_devs;

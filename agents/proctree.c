@@ -89,27 +89,39 @@ static int proc_scan(pid_t root, ProcEntry **ret, size_t *ret_n) {
         return 0;
 }
 
+/*
+ * Sends sig to every live descendant of root, as one scan finds them, reaping on the way
+ * the zombie children of root but keep when reap is set. Returns how many were live, or
+ * -errno.
+ */
+static int proctree_signal_once(pid_t root, int sig, bool reap, pid_t keep) {
+        ProcEntry *all = NULL;
+        size_t n = 0;
+        int r = proc_scan(root, &all, &n);
+        if (r < 0)
+                return r;
+        int live = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (!all[i].below)
+                        continue;
+                if (reap && all[i].zombie && all[i].ppid == root && all[i].pid != keep)
+                        (void) waitpid(all[i].pid, NULL, WNOHANG);
+                if (all[i].zombie)
+                        continue;
+                kill(all[i].pid, sig);
+                live++;
+        }
+        free(all);
+        return live;
+}
+
 int proctree_kill(pid_t root, pid_t keep, int max_rounds) {
         bool reap = root == getpid();
         int signalled = 0;
         for (int round = 0; round < max_rounds; round++) {
-                ProcEntry *all = NULL;
-                size_t n = 0;
-                int r = proc_scan(root, &all, &n);
-                if (r < 0)
-                        return r;
-                int live = 0;
-                for (size_t i = 0; i < n; i++) {
-                        if (!all[i].below)
-                                continue;
-                        if (reap && all[i].zombie && all[i].ppid == root && all[i].pid != keep)
-                                (void) waitpid(all[i].pid, NULL, WNOHANG);
-                        if (all[i].zombie)
-                                continue;
-                        kill(all[i].pid, SIGKILL);
-                        live++;
-                }
-                free(all);
+                int live = proctree_signal_once(root, SIGKILL, reap, keep);
+                if (live < 0)
+                        return live;
                 if (round == 0)
                         signalled = live;
                 if (live == 0)
@@ -118,4 +130,8 @@ int proctree_kill(pid_t root, pid_t keep, int max_rounds) {
                 nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
         }
         return signalled;
+}
+
+int proctree_signal(pid_t root, int sig) {
+        return proctree_signal_once(root, sig, false, -1);
 }

@@ -18,3 +18,9 @@
  * read.
  */
 int proctree_kill(pid_t root, pid_t keep, int max_rounds);
+
+/*
+ * Sends sig once to every live descendant of root (not root itself), as one scan of
+ * /proc finds them. Returns the number signalled, or -errno when /proc cannot be read.
+ */
+int proctree_signal(pid_t root, int sig);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "failrules.h"
+#include "proctree.h"
 #include "reserve.h"
 #include "util.h"
 
@@ -380,6 +381,28 @@ static int rank_dir_prepare(RankTable *t, const RankLaunch *l, const char *dir,
         return rank_log_header(log_path, l->envp, error);
 }
 
+typedef struct RankAttach {
+        Rank *rank;
+        const CgroupLimits *limits;
+        const char *log_path;
+} RankAttach;
+
+/* ShimLaunch.attach: has systemd make the rank's scope around its waiting process. */
+static int rank_cgroup_attach(void *userdata, pid_t pid) {
+        RankAttach *a = userdata;
+        int r = cgroup_rank_attach(a->rank->cgroup, pid, a->limits);
+        if (r < 0) {
+                /* Its shim still stops all it starts; only its limits are lost. */
+                _cleanup_free_ char *msg =
+                        xasprintf("axagent: systemd did not make the rank's scope (%s): no cpus "
+                                  "or memory_mb limit applies\n",
+                                  strerror(-r));
+                (void) rank_log_append(a->log_path, msg);
+                a->rank->cgroup = cgroup_rank_free(a->rank->cgroup);
+        }
+        return r;
+}
+
 int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
         if (rank_table_find(t, l->key))
                 return -EEXIST;
@@ -456,6 +479,11 @@ int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret) {
                 .lease = t->lease,
                 .cgroup = rank->cgroup,
         };
+        RankAttach attach = {.rank = rank, .limits = &limits, .log_path = log_path};
+        if (rank->cgroup && cgroup_rank_needs_attach(rank->cgroup)) {
+                sl.attach = rank_cgroup_attach;
+                sl.attach_data = &attach;
+        }
         r = agent_shim_spawn(&sl, &rank->shim_pid, &rank->rank_pid);
         if (r < 0) {
                 _cleanup_free_ char *msg = xasprintf("cannot start supervisor: %s", strerror(-r));
@@ -479,11 +507,24 @@ void rank_signal(const Rank *r, int sig) {
                 kill(r->rank_pid, sig);
 }
 
+/*
+ * Sends sig to every process of the rank, those that left its process group and session
+ * included: the members of its cgroup, else the descendants of its shim (a subreaper,
+ * so they stay below it), else, with its shim gone, its group and the rank itself.
+ */
+static void rank_signal_all(const Rank *r, int sig) {
+        if (r->cgroup && cgroup_rank_signal(r->cgroup, sig) > 0)
+                return;
+        if (r->shim_pid > 0 && rank_pid_alive(r->shim_pid) && proctree_signal(r->shim_pid, sig) > 0)
+                return;
+        rank_signal(r, sig);
+}
+
 void rank_kill(Rank *r, int64_t now_ms, int64_t grace_ms) {
         if (r->state != AGENT_RANK_RUNNING || r->stopping)
                 return;
         r->stopping = true;
-        rank_signal(r, SIGTERM);
+        rank_signal_all(r, SIGTERM);
         r->kill_deadline_ms = now_ms + (grace_ms > 0 ? grace_ms : 0);
 }
 
@@ -493,8 +534,8 @@ void rank_table_tick(RankTable *t, int64_t now_ms) {
                 if (r->state != AGENT_RANK_RUNNING || r->kill_deadline_ms == 0 ||
                     now_ms < r->kill_deadline_ms)
                         continue;
-                rank_signal(r, SIGKILL);
-                /* What left its group and session, even past a vanished shim. */
+                rank_signal_all(r, SIGKILL);
+                /* At once where the kernel can: what forks between a list and its kills. */
                 if (r->cgroup)
                         (void) cgroup_rank_kill(r->cgroup, 0);
                 r->kill_deadline_ms = 0;

@@ -132,12 +132,15 @@ bool rank_finished_on_disk(const char *state_dir, RankKey key);
 int rank_table_start(RankTable *t, const RankLaunch *l, Rank **ret);
 
 /*
- * Asks a running rank to stop: SIGTERM to its process group now, SIGKILL once grace_ms
- * have passed (see rank_table_tick). Repeated calls do not restart the grace period.
+ * Asks a running rank to stop: SIGTERM now to every process of it (its cgroup's, else
+ * every descendant of its shim, double-forked ones in sessions of their own included),
+ * SIGKILL to all of them once grace_ms have passed (see rank_table_tick). Repeated calls
+ * do not restart the grace period.
  */
 void rank_kill(Rank *r, int64_t now_ms, int64_t grace_ms);
 
-/* Sends sig to the rank's process group, and to the rank itself if it left the group. */
+/* Sends sig to the rank's process group, and to the rank itself if it left the group
+ * (the hang signal: meant for the rank's own processes, not what it detached). */
 void rank_signal(const Rank *r, int sig);
 
 /* The last FAILRULES_LOG_TAIL bytes of the rank's log as valid UTF-8 (malloc'd), NULL

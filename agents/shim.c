@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,10 +86,10 @@ static int shim_keep_only(int fd) {
         return 3;
 }
 
-/* Makes a pipe (close-on-exec) into fds and forks: the child's 0, the parent's pid, or
- * -errno with nothing left open. */
+/* Makes a channel (close-on-exec; a socket pair, so that the parent can answer) into
+ * fds and forks: the child's 0, the parent's pid, or -errno with nothing left open. */
 static pid_t shim_fork_with_pipe(int fds[2]) {
-        if (pipe2(fds, O_CLOEXEC) < 0)
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
                 return -errno;
         pid_t pid = fork();
         if (pid < 0) {
@@ -146,10 +147,21 @@ _Noreturn static void shim_start_failed(int code) {
 }
 
 /* Runs in the rank's process: never returns. stdout/stderr already go to the log;
- * start_fd is the shim's pipe for start failures. */
+ * start_fd is the shim's pipe for start failures, 3 the agent's channel. */
 _Noreturn static void shim_exec_rank(const ShimLaunch *l, int start_fd) {
         const RankUser *u = l->user;
         setpgid(0, 0);
+        /* Nothing of the rank may run before it is in its cgroup: the agent's word that
+         * systemd made it (or could not) comes on the channel the shim reported on. */
+        char word = 0;
+        ssize_t n = 0;
+        while (l->attach && (n = read(3, &word, 1)) < 0 && errno == EINTR)
+                ;
+        if (l->attach && n != 1) {
+                dprintf(STDERR_FILENO, "axagent: the agent went away before the rank's cgroup "
+                                       "was made\n");
+                _exit(SHIM_EXIT_LAUNCH_FAILED);
+        }
         /* As root, before the switch: the rank cannot move itself out again. */
         int cr = l->cgroup ? cgroup_rank_enter(l->cgroup) : 0;
         if (cr < 0) {
@@ -405,6 +417,11 @@ int agent_shim_spawn(const ShimLaunch *l, pid_t *ret_shim_pid, pid_t *ret_rank_p
         do
                 n = read(p[0], &pids, sizeof(pids));
         while (n < 0 && errno == EINTR);
+        if (n == (ssize_t) sizeof(pids) && l->attach && pids.rank > 0) {
+                /* The rank waits for this word before it runs (shim_exec_rank). */
+                char word = l->attach(l->attach_data, pids.rank) < 0 ? '0' : '1';
+                (void) !write(p[0], &word, 1);
+        }
         close(p[0]);
         if (n != (ssize_t) sizeof(pids))
                 return -ECHILD;

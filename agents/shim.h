@@ -43,6 +43,13 @@ typedef struct ShimLaunch {
         const char *progress_path; /* handed to the user the rank runs as; may be NULL */
         const NodeLease *lease; /* the rank is killed, with all it started, once it runs out */
         const CgroupRank *cgroup; /* created; the rank runs in it. NULL: the subreaper alone */
+        /*
+         * NULL, or called in the agent with the rank's pid while the rank waits to run,
+         * to make its cgroup around it (a systemd scope: cgroup_rank_attach). The rank
+         * runs once it returned, in no cgroup when it returned < 0.
+         */
+        int (*attach)(void *userdata, pid_t rank_pid);
+        void *attach_data;
 } ShimLaunch;
 
 /* Exit code of a rank that could not be started (bad workdir, exec failure). */

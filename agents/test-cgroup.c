@@ -19,6 +19,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cgroup-scope.h"
 #include "cgroup.h"
 #include "test-util.h"
 
@@ -105,6 +106,22 @@ static void test_layout_container(void) {
         h = find_dir(&l, "/mnt/my cg");
         CHECK(h && h->controllers == CGROUP_FREEZER);
         cgroup_layout_done(&l);
+}
+
+/* Scope names: the agent's name escaped so that its ':' separator stays unique. */
+static void test_scope_escape(void) {
+        static const char *const cases[][2] = {
+                {"axagent-n1", "axagent-n1"},
+                {"node_7.rack-3", "node_7.rack-3"},
+                {"a:b/c d", "a\\x3ab\\x2fc\\x20d"},
+                {".hidden", "\\x2ehidden"},
+                {"a\\b", "a\\x5cb"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char *e = cgroup_scope_escape(cases[i][0]);
+                CHECK_STR(e, cases[i][1]);
+                free(e);
+        }
 }
 
 static void test_layout_none(void) {
@@ -425,6 +442,7 @@ static int test_real(void) {
 }
 
 int main(void) {
+        test_scope_escape();
         test_layout_hybrid();
         test_layout_v2_systemd();
         test_layout_container();

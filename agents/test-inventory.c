@@ -85,6 +85,9 @@ static void test_this_machine(void) {
         CHECK(agent_inventory_load(&inv, NULL, &cfg) == 0);
         CHECK(inv.cpus >= 1);
         CHECK(inv.numa_nodes >= 1);
+        /* MemTotal of /proc/meminfo, whatever the NUMA nodes' own counts say. */
+        uint64_t total = (uint64_t) sysconf(_SC_PHYS_PAGES) * (uint64_t) sysconf(_SC_PAGESIZE);
+        CHECK(inv.memory_mb == total / (1024 * 1024));
         agent_inventory_deinit(&inv);
 }
 

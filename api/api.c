@@ -371,12 +371,14 @@ static void handle_events(Api *api, Request *req, struct MHD_Connection *con, in
 
 /*
  * Who a log stream counts against: the token's name, or without authentication the
- * client's address (malloc'd). Agents serve a bounded number of streams, all to the
- * controller's address, so the controller shares them out per user.
+ * client's address, on the rank's node (malloc'd). Each agent serves a bounded number
+ * of streams, all to the controller's address, so the controller shares each node's
+ * out per user; a user's streams from one node leave it its share of every other.
  */
-static char *stream_owner(const Api *api, const Request *req, struct MHD_Connection *con) {
+static char *stream_owner(const Api *api, const Request *req, struct MHD_Connection *con,
+                          const char *node) {
         if (api->auth && req->who.name)
-                return xasprintf("user %s", req->who.name);
+                return xasprintf("user %s on node %s", req->who.name, node);
         char addr[INET6_ADDRSTRLEN] = "?";
         const union MHD_ConnectionInfo *ci =
                 MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -387,7 +389,7 @@ static char *stream_owner(const Api *api, const Request *req, struct MHD_Connect
         else if (sa && sa->sa_family == AF_INET6)
                 inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, addr,
                           sizeof(addr));
-        return xasprintf("address %s", addr);
+        return xasprintf("address %s on node %s", addr, node);
 }
 
 static int streams_of(const Api *api, const char *owner) {
@@ -423,12 +425,12 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
                                   "try again later");
                 return;
         }
-        char *owner = stream_owner(api, req, con);
+        char *owner = stream_owner(api, req, con, node->name);
         if (streams_of(api, owner) >= api->streams_per_user) {
                 char msg[400];
                 snprintf(msg, sizeof(msg),
                          "%s has %d log streams open, the most this controller allows per "
-                         "user (log_streams_per_user); close one first",
+                         "user and node (log_streams_per_user); close one first",
                          owner, api->streams_per_user);
                 free(owner);
                 request_set_error(req, 429, "too_many_streams", NULL, msg);

@@ -185,7 +185,42 @@ json_t *failrules_to_json(const FailRules *r) {
         return list;
 }
 
+/*
+ * text with a line break before every character that would make a line longer than
+ * FAILRULES_LINE_PIECE bytes (malloc'd), or NULL when no line is that long. glibc tries
+ * a pattern from every start in a line and may scan on to the line's end, so a rule can
+ * cost the square of the longest line: pieces bound that.
+ */
+static char *failrules_pieces(const char *text) {
+        size_t len = strlen(text), run = 0, longest = 0;
+        for (size_t i = 0; i < len; i++) {
+                run = text[i] == '\n' ? 0 : run + 1;
+                longest = run > longest ? run : longest;
+        }
+        if (longest <= FAILRULES_LINE_PIECE)
+                return NULL;
+        char *out = xmalloc(len + len / FAILRULES_LINE_PIECE + 2);
+        size_t o = 0;
+        run = 0;
+        for (size_t i = 0; i < len; i++) {
+                bool starts_char = ((unsigned char) text[i] & 0xC0) != 0x80;
+                if (text[i] == '\n') {
+                        run = 0;
+                } else if (run >= FAILRULES_LINE_PIECE && starts_char) {
+                        out[o++] = '\n';
+                        run = 0;
+                }
+                run += text[i] != '\n';
+                out[o++] = text[i];
+        }
+        out[o] = '\0';
+        return out;
+}
+
 bool failrules_match(const FailRules *r, const char *text, FailRuleMatch *ret) {
+        _cleanup_free_ char *pieces = r && r->n > 0 && text ? failrules_pieces(text) : NULL;
+        if (pieces)
+                text = pieces;
         for (int i = 0; r && text && i < r->n; i++) {
                 regmatch_t m;
                 if (regexec(&r->rules[i].re, text, 1, &m, 0) != 0)

@@ -9,7 +9,10 @@
  * match, whatever the text. glibc expands a {m,n} count into copies of what it repeats,
  * which nesting multiplies (`(a{1,100}){1,100}b` took 5 s on 4 KiB), and back-references
  * make matching exponential: both are refused, counts are bounded, and a job has few
- * rules (measured worst case: docs/FAILURE-RULES.md).
+ * rules. What is left grows with the square of a line's length (glibc tries every start
+ * and may scan to the line's end: 21 ms for `.*b` on one 4 KiB line), so lines are
+ * matched in pieces of at most FAILRULES_LINE_PIECE bytes (measured worst case:
+ * docs/PERFORMANCE.md).
  */
 #pragma once
 
@@ -27,6 +30,7 @@
 #define FAILRULE_MAX_COUNTS 4 /* {m,n} counts in one pattern */
 #define FAILRULE_MAX_WHY 200
 #define FAILRULES_LOG_TAIL 4096 /* bytes of a failed rank's log the agent sends */
+#define FAILRULES_LINE_PIECE 256 /* a longer line is matched as pieces of this many bytes */
 #define FAILRULES_MAX_FILE_BYTES (1 << 20)
 
 typedef enum FailRuleAction {
@@ -71,5 +75,6 @@ void failrules_clear(FailRules *r);
 /* The rules as the spec shows them (new reference). */
 json_t *failrules_to_json(const FailRules *r);
 
-/* The first rule of r whose pattern matches text (NUL-terminated); false when none. */
+/* The first rule of r whose pattern matches text (NUL-terminated) within a line, or a
+ * piece of FAILRULES_LINE_PIECE bytes of a longer line; false when none. */
 bool failrules_match(const FailRules *r, const char *text, FailRuleMatch *ret);

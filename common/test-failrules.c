@@ -2,11 +2,14 @@
 /*
  * The shipped operator rules (profiles/failure-rules.json, the path is argv[1]) load,
  * and real vendor log lines (sources in docs/FAILURE-RULES.md) get the action they
- * should while well-known application errors match nothing.
+ * should while well-known application errors match nothing. Matching runs on the
+ * controller's loop: the worst a job can make it cost (its 8 rules of the slowest kind
+ * allowed, against a log tail of one long line) is timed and bounded.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../tests/unit/check.h"
@@ -48,6 +51,92 @@ static const struct {
          _FAILRULE_ACTION_INVALID},
 };
 
+/* The bound on a failed rank's matching against a job's rules, ms: a stall of the
+ * controller's loop that a job controls. Measured 11-32 ms on a loaded 2-core machine,
+ * 175-245 ms before lines were matched in pieces (docs/PERFORMANCE.md). */
+#define JOB_RULES_MAX_MS 100.0
+
+static double elapsed_ms(const struct timespec *from) {
+        struct timespec to;
+        clock_gettime(CLOCK_MONOTONIC, &to);
+        return (double) (to.tv_sec - from->tv_sec) * 1e3 +
+               (double) (to.tv_nsec - from->tv_nsec) / 1e6;
+}
+
+/* The fastest of 3 matches of text against r, ms: what matching costs, not what the
+ * other processes of a shared machine cost it. */
+static double match_ms(const FailRules *r, const char *text) {
+        double best = 1e9;
+        for (int i = 0; i < 3; i++) {
+                struct timespec from;
+                FailRuleMatch m;
+                clock_gettime(CLOCK_MONOTONIC, &from);
+                CHECK(!failrules_match(r, text, &m));
+                double ms = elapsed_ms(&from);
+                best = ms < best ? ms : best;
+        }
+        return best;
+}
+
+/*
+ * A job's FAILRULES_MAX_JOB rules of the slowest kind found (an alternation or a .*
+ * under a star, repeated to the pattern's size, that never matches), against a tail
+ * that is one line: glibc tries every start in a line and scans on to its end.
+ */
+static void test_worst_case_is_bounded(const FailRules *operator_rules) {
+        static const char *const units[] = {"(a|aa)*", "(.|..)*", "(.*)", "(a|b|c|d|e|f|g|h)*"};
+        json_t *list = json_array();
+        for (int i = 0; i < FAILRULES_MAX_JOB; i++) {
+                const char *unit = units[i % ELEMENTSOF(units)];
+                char pattern[FAILRULE_MAX_PATTERN + 1] = "";
+                while (strlen(pattern) + strlen(unit) + 1 <= FAILRULE_MAX_PATTERN)
+                        strcat(pattern, unit);
+                strcat(pattern, "b");
+                json_array_append_new(
+                        list, json_pack("{s:s, s:s}", "pattern", pattern, "action", "fatal"));
+        }
+        FailRules job = {0};
+        JsonError err = {0};
+        CHECK_INT(failrules_parse(list, "failure_rules", FAILRULES_MAX_JOB, &job, &err), 0);
+        json_decref(list);
+        char *line = xmalloc(FAILRULES_LOG_TAIL + 1);
+        memset(line, 'a', FAILRULES_LOG_TAIL);
+        line[FAILRULES_LOG_TAIL] = '\0';
+        double job_ms = match_ms(&job, line), operator_ms = match_ms(operator_rules, line);
+        printf("failrules: a job's %d slowest rules on a %d-byte line: %.2f ms; the operator's "
+               "%d rules: %.2f ms\n",
+               job.n, FAILRULES_LOG_TAIL, job_ms, operator_rules->n, operator_ms);
+        CHECK(job_ms < JOB_RULES_MAX_MS);
+        free(line);
+        failrules_clear(&job);
+}
+
+/* A long line is matched in pieces: what lies within one is still found, and pieces
+ * start on a character. */
+static void test_long_lines_match_in_pieces(void) {
+        json_t *list =
+                json_pack("[{s:s, s:s}, {s:s, s:s}]", "pattern", "status=12 opcode", "action",
+                          "node_fault", "pattern", "^\xc3\xa9\xc3\xa9", "action", "retry");
+        FailRules rules = {0};
+        JsonError err = {0};
+        CHECK_INT(failrules_parse(list, "failure_rules", FAILRULES_MAX_JOB, &rules, &err), 0);
+        json_decref(list);
+        char text[2048];
+        snprintf(text, sizeof(text), "step 1\n%0700d NCCL WARN with status=12 opcode=0\nend\n", 0);
+        FailRuleMatch m;
+        CHECK(failrules_match(&rules, text, &m));
+        CHECK_INT(m.index, 0);
+        /* "a" and 300 two-byte characters: the second piece starts on the 129th. */
+        char *p = text;
+        *p++ = 'a';
+        for (int i = 0; i < 300; i++)
+                p += sprintf(p, "\xc3\xa9");
+        *p = '\0';
+        CHECK(failrules_match(&rules, text, &m));
+        CHECK_INT(m.index, 1);
+        failrules_clear(&rules);
+}
+
 int main(int argc, char **argv) {
         CHECK(argc == 2);
         FailRules rules = {0};
@@ -70,6 +159,9 @@ int main(int argc, char **argv) {
                 CHECK(!hit || m.rule->action == samples[i].want);
                 free(tail);
         }
+
+        test_worst_case_is_bounded(&rules);
+        test_long_lines_match_in_pieces();
 
         /* A file that is not a regular file, or not a list of rules, is refused and the
          * rules in force stay. */

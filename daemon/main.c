@@ -69,7 +69,7 @@ static void usage(FILE *f) {
               "  --tls-cert PATH         serve HTTPS with this PEM certificate (chain)...\n"
               "  --tls-key PATH          ...and this PEM private key\n"
               "  --log-streams-per-user N  rank logs one user (one address without --auth)\n"
-              "                          may stream at once (default 8)\n"
+              "                          may stream at once per node (default 8)\n"
               "  --quota-file PATH       project quotas for the scheduler (default: none,\n"
               "                          equal shares); re-read on SIGHUP\n"
               "  --failure-rules PATH    the operator's failure rules, a JSON list\n"

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the vendor accelerator backends and launch profiles: detection on real
- * hwloc exports (DGX-2 with 16 V100 and 12 NVSwitches, POWER8 with 4 P100) and on the
- * synthetic H100, TPU v5p and trn2 hosts of tests/topologies, with device nodes faked
- * as empty files under a temporary dev root; the visibility environment per vendor;
+ * hwloc exports (DGX-2 with 16 V100 and 12 NVSwitches, POWER8 with 4 P100, the H100 VM
+ * of docs/TESTING.md's real-GPU check) and on the synthetic H100, TPU v5p and trn2
+ * hosts of tests/topologies, with device nodes faked as empty files under a temporary
+ * dev root; the visibility environment per vendor;
  * profile precedence; NVML health through tests/fakenvml's libnvidia-ml.so.1.
  *
  * Paths come from meson: TOPOLOGIES_DIR, SHARED_TOPOLOGIES_DIR, FAKENVML_LIBRARY and
@@ -621,6 +622,41 @@ static void test_nvml(const char *shared, const char *fakenvml) {
         hwloc_topology_destroy(topo);
 }
 
+/*
+ * The H100 VM that scripts/gpu-check ran on (docs/TESTING.md, "Checked on a real H100"):
+ * its hwloc export and the answers its driver gave (UUID; page retirement not
+ * supported on Hopper, every other counter clean) make one healthy H100 SXM5 on the
+ * root bus, between virtio devices of class ffff that are not GPUs.
+ */
+static void test_h100_vm(const char *shared, const char *fakenvml) {
+        hwloc_topology_t topo = topo_load(shared, "nvidia-h100-vm.xml");
+        _cleanup_free_ char *root = dev_root_make("h100-vm", "nvidia", 1, -1);
+        _cleanup_free_ char *conf = tmp_path("fakenvml-h100-vm.conf");
+        AccelConfig cfg = {.dev_root = root, .sys_root = root, .nvml_library = fakenvml};
+        _cleanup_free_ AccelDevice *devs = NULL;
+        char *reason = NULL;
+
+        setenv("FAKENVML_CONFIG", conf, 1);
+        fake_config(conf, "0000:00:06.0 uuid=GPU-8818c3c2-41a2-2428-a37f-65602e189ec8 "
+                          "retired_unsupported\n");
+        size_t n = detect(&accel_backend_nvidia, topo, &cfg, &devs);
+        CHECK(n == 1);
+        if (n == 1) {
+                CHECK_STREQ(devs[0].kind, "nvidia-h100");
+                CHECK_STREQ(devs[0].model, "H100 SXM5 80GB");
+                CHECK_STREQ(devs[0].pci_bus_id, "0000:00:06.0");
+                CHECK_STREQ(devs[0].uuid, "GPU-8818c3c2-41a2-2428-a37f-65602e189ec8");
+                CHECK(devs[0].vendor_index == 0);
+                /* One NUMA node (nvidia-smi topo -m: affinity 0), no PCIe switch. */
+                CHECK(devs[0].numa_node == 0);
+                CHECK(devs[0].pcie_switch == -1);
+                CHECK(accel_backend_nvidia.health(devs, n, &cfg, &reason) == 0);
+                CHECK(!reason);
+        }
+        unsetenv("FAKENVML_CONFIG");
+        hwloc_topology_destroy(topo);
+}
+
 int main(void) {
         const char *topologies = getenv("TOPOLOGIES_DIR");
         const char *shared = getenv("SHARED_TOPOLOGIES_DIR");
@@ -647,6 +683,7 @@ int main(void) {
         test_env_neuron();
         test_profiles(profiles);
         test_nvml(shared, fakenvml);
+        test_h100_vm(shared, fakenvml);
 
         util_rm_rf(tmp_root);
         if (failures) {

@@ -11,6 +11,8 @@
  *     0000:39:00.0 xid=79           one XID 79 event once the GPU is registered
  *     0000:3b:00.0 remap_pending    row remapping pending (also remap_failure)
  *     0000:57:00.0 retired_pending  retired pages pending
+ *     0000:00:06.0 retired_unsupported  page retirement NOT_SUPPORTED, as an H100
+ *                                   answers (Hopper remaps rows instead)
  *     0000:59:00.0 missing          NVML does not know the GPU (NOT_FOUND)
  *     0000:5c:00.0 uuid=GPU-...     the UUID to report
  *     init=fail                     nvmlInit_v2 returns NVML_ERROR_DRIVER_NOT_LOADED
@@ -44,6 +46,7 @@ enum {
         NVML_SUCCESS = 0,
         NVML_ERROR_UNINITIALIZED = 1,
         NVML_ERROR_INVALID_ARGUMENT = 2,
+        NVML_ERROR_NOT_SUPPORTED = 3,
         NVML_ERROR_NOT_FOUND = 6,
         NVML_ERROR_INSUFFICIENT_SIZE = 7,
         NVML_ERROR_DRIVER_NOT_LOADED = 9,
@@ -61,7 +64,7 @@ struct FakeDevice {
         unsigned long long ecc;
         unsigned long long xid;
         unsigned long long xid_delivered; /* the XID last turned into an event */
-        bool lost, missing, remap_pending, remap_failure, retired_pending;
+        bool lost, missing, remap_pending, remap_failure, retired_pending, retired_unsupported;
         bool registered;
 };
 
@@ -137,6 +140,8 @@ static void fake_device_apply(struct FakeDevice *d, const char *tok) {
                 d->remap_failure = true;
         else if (strcmp(tok, "retired_pending") == 0)
                 d->retired_pending = true;
+        else if (strcmp(tok, "retired_unsupported") == 0)
+                d->retired_unsupported = true;
 }
 
 /* Re-reads the configuration; device records (and the handles to them) stay put. */
@@ -151,7 +156,7 @@ static void fake_config_load(void) {
                 d->ecc = d->xid = 0;
                 d->uuid[0] = '\0';
                 d->lost = d->missing = d->remap_pending = false;
-                d->remap_failure = d->retired_pending = false;
+                d->remap_failure = d->retired_pending = d->retired_unsupported = false;
         }
         if (!path || !(f = fopen(path, "re")))
                 return;
@@ -284,6 +289,8 @@ nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, int *pe
                 return r;
         if (!pending)
                 return NVML_ERROR_INVALID_ARGUMENT;
+        if (device->retired_unsupported)
+                return NVML_ERROR_NOT_SUPPORTED;
         *pending = device->retired_pending ? 1 : 0;
         return NVML_SUCCESS;
 }

@@ -210,6 +210,25 @@ def workload_pids(marker, job, attempt=None):
     return pids
 
 
+def find_python(candidates, code, timeout=120):
+    """(interpreter, None) for the first of candidates (None entries skipped) that runs
+    `python -c code` with exit 0, as an absolute path when found on the PATH; else
+    (None, what each one said)."""
+    problems = []
+    for python in dict.fromkeys(c for c in candidates if c):
+        try:
+            p = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                               timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            problems.append("%s: %s" % (python, e))
+            continue
+        if p.returncode == 0:
+            return shutil.which(python) or python, None
+        lines = p.stderr.strip().splitlines()
+        problems.append("%s: %s" % (python, lines[-1] if lines else "exit %d" % p.returncode))
+    return None, "; ".join(problems)
+
+
 def tail(path, lines=60):
     try:
         with open(path, "rb") as f:
@@ -1083,7 +1102,12 @@ class ClusterTestCase(unittest.TestCase):
                  "no rank process of job %d alive" % job_id)
 
 
-def main():
+def main(skip=None):
+    """Runs the file's tests; exits 77 (skipped) with `skip` when it names a reason
+    the whole file cannot run here, or when a binary is missing."""
+    if skip:
+        print("skipping: " + skip)
+        sys.exit(77)
     missing = missing_binaries()
     if missing:
         print("skipping: binaries not built yet: %s" % ", ".join(missing))

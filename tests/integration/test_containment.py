@@ -16,7 +16,11 @@
   escapees are in the rank's own cgroup, which a cancel kills even after the rank's
   supervisor was killed, which goes away with the rank, and which an agent that lost its
   state directory finds and kills before it starts anything; a rank over its memory_mb
-  is killed by the OOM killer and its attempt says so."""
+  is killed by the OOM killer and its attempt says so.
+- A stop is graceful for every process of a rank: SIGTERM reaches a double-forked
+  grandchild in a session of its own (through the rank's cgroup, and through its
+  supervisor's process tree where the agent has no cgroups), which has the kill grace
+  to shut down before SIGKILL."""
 
 import http.client
 import json
@@ -46,11 +50,59 @@ while True:
 """
 
 
+# The rank ignores SIGTERM; its detached grandchild records that SIGTERM reached it.
+GRACEFUL_GRANDCHILD = r"""
+import os, signal, sys, time
+out = sys.argv[1]
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        def stop(sig, frame):
+            with open(out + ".term.tmp", "w") as f:
+                f.write("%d\n" % os.getpid())
+            os.rename(out + ".term.tmp", out + ".term")
+            os._exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        with open(out + ".tmp", "w") as f:
+            f.write("%d\n" % os.getpid())
+        os.rename(out + ".tmp", out)
+        while True:
+            time.sleep(1)
+    os._exit(0)
+os.wait()
+with open(out + ".rank.tmp", "w") as f:
+    f.write("%d\n" % os.getpid())
+os.rename(out + ".rank.tmp", out + ".rank")
+while True:
+    time.sleep(1)
+"""
+
+
 MEMORY_HOG = r"""
 import time
 hog = bytearray(512 << 20)  # zero-filled: every page is touched
 time.sleep(60)
 """
+
+
+def start_detacher(c, name, program, suffixes, resources=None):
+    """Submits a 1-rank job running program with a path argument, and waits until it has
+    written a pid to that path plus each of suffixes. Returns the job id and the pids."""
+    out = os.path.join(c.tmp, name + ".pid")
+    paths = [out + s for s in suffixes]
+    for path in paths:
+        if os.path.exists(path):
+            os.unlink(path)
+    spec = {"name": name, "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
+            "command": [sys.executable, "-c", program, out]}
+    if resources:
+        spec["resources"] = resources
+    job_id = c.submit(spec)["id"]
+    c.wait_running(job_id)
+    axtest.wait_for(lambda: all(read_pid(p) for p in paths), 20,
+                    "the rank of %s to detach a process and write its pids" % name)
+    return job_id, [read_pid(p) for p in paths]
 
 
 def read_pid(path):
@@ -253,17 +305,7 @@ class ContainmentTest(axtest.ClusterTestCase):
 
     def start_escaper(self, c, node="n1"):
         """Runs ESCAPING_RANK; returns the job id, the rank's pid and its escapee's."""
-        out = os.path.join(c.tmp, "escaper.pid")
-        for path in (out, out + ".esc"):
-            if os.path.exists(path):
-                os.unlink(path)
-        spec = {"name": "escaper", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
-                "command": [sys.executable, "-c", ESCAPING_RANK, out]}
-        job_id = c.submit(spec)["id"]
-        c.wait_running(job_id)
-        axtest.wait_for(lambda: read_pid(out) and read_pid(out + ".esc"), 20,
-                        "the rank to detach a grandchild and leave its process group")
-        rank, escapee = read_pid(out), read_pid(out + ".esc")
+        job_id, (rank, escapee) = start_detacher(c, "escaper", ESCAPING_RANK, ("", ".esc"))
         self.assertNotEqual(os.getpgid(rank), rank)
         self.assertEqual(os.getsid(escapee), escapee)
         return job_id, rank, escapee
@@ -278,9 +320,12 @@ class ContainmentTest(axtest.ClusterTestCase):
             self.skipTest("the agent has no cgroups here (%s)" % kind)
 
     def rank_cgroup_dirs(self, c, pid, job_id, node="n1"):
-        """The directories of the rank cgroup of job_id (attempt 1, rank 0) pid is in."""
-        suffix = "/%s/job%d-a1-r0" % (c.cgroup_name(node), job_id)
-        return [d for d in axtest.cgroup_dirs(pid) if d.endswith(suffix)]
+        """The directories of the rank cgroup of job_id (attempt 1, rank 0) pid is in: in
+        the agent's own cgroup, or the systemd scope made for it (cgroup-v2-scope)."""
+        name = "job%d-a1-r0" % job_id
+        suffixes = ("/%s/%s" % (c.cgroup_name(node), name),
+                    "/%s:%s.scope" % (c.cgroup_name(node), name))
+        return [d for d in axtest.cgroup_dirs(pid) if d.endswith(suffixes)]
 
     def assert_gone(self, *pids, timeout=10):
         axtest.wait_for(lambda: not any(axtest.pid_alive(p) for p in pids), timeout,
@@ -304,6 +349,28 @@ class ContainmentTest(axtest.ClusterTestCase):
         # The rank's cgroups go with it.
         axtest.wait_for(lambda: not any(os.path.isdir(d) for d in dirs), 10,
                         "the rank's cgroups %s to be removed" % dirs)
+
+    def graceful_stop_reaches_grandchild(self, c):
+        job_id, (grandchild, rank) = start_detacher(c, "graceful", GRACEFUL_GRANDCHILD,
+                                                    ("", ".rank"))
+        out = os.path.join(c.tmp, "graceful.pid")
+        self.assertNotEqual(os.getsid(grandchild), os.getsid(rank))
+        self.assertNotEqual(os.getpgid(grandchild), os.getpgid(rank))
+        c.cancel(job_id)
+        self.assertEqual(c.wait_job(job_id, timeout=30)["state"], "cancelled")
+        # Gone either way: by its own exit on SIGTERM, or by SIGKILL after the grace.
+        self.assert_gone(grandchild, rank)
+        self.assertEqual(read_pid(out + ".term"), grandchild,
+                         "SIGTERM did not reach the rank's detached grandchild")
+
+    def test_sigterm_reaches_a_detached_grandchild(self):
+        c = self.start_cluster(1)
+        self.graceful_stop_reaches_grandchild(c)
+
+    def test_sigterm_reaches_a_detached_grandchild_without_cgroups(self):
+        c = self.start_cluster(1, agent_args=[["--cgroup", "no"]])
+        self.assertEqual(self.containment(c), "subreaper")
+        self.graceful_stop_reaches_grandchild(c)
 
     def shim_pid(self, c, job_id, node="n1"):
         return read_pid(os.path.join(c.tmp, node, "ranks", "%d-1-0" % job_id, "shim.pid"))

@@ -11,8 +11,9 @@
   4 MiB tmpfs, needs root) with its output still has its real exit code reported, and
   a rank the full disk cannot hold is reported as failed instead of its job waiting for
   a rank that never starts.
-- Log streams are shared out per user: with authentication on, alice's streams up to
-  the default limit (8) get 429 `too_many_streams` beyond it and do not stop bob's.
+- Log streams are shared out per user and node: with authentication on, alice's
+  streams from one node up to the default limit (8) get 429 `too_many_streams` beyond
+  it, and stop neither bob's from that node nor hers from another node.
 - Log links are keyed with a secret of the controller's (0600, beside the database),
   not with what the database stores: a link signed with the agent's token hash, as
   anyone with a copy of the database could make, is refused; real ones work, also after
@@ -181,33 +182,38 @@ TICKER = ["sh", "-c", "while :; do echo tick; sleep 0.1; done"]
 
 
 class AuthLogTest(axtest.ClusterTestCase):
-    def auth_cluster(self):
-        """One agent with its token; users alice and bob of project p1."""
-        c = axtest.Cluster(1, controller_args=["--auth"], name=self._testMethodName)
+    def auth_cluster(self, n_agents=1):
+        """Agents n1... with their tokens; users alice and bob of project p1."""
+        c = axtest.Cluster(n_agents, controller_args=["--auth"], name=self._testMethodName)
         self.addCleanup(self._finish_cluster, c)
         tokens = {"admin": axtest.create_token(c.db, "--name", "root", "--role", "admin")}
         for user in ("alice", "bob"):
             tokens[user] = axtest.create_token(c.db, "--name", user, "--role", "user", "--project", "p1")
-        path = self.agent_token_path = os.path.join(c.tmp, "n1.token")
-        with open(path, "w") as f:
-            f.write(axtest.create_token(c.db, "--name", "n1", "--role", "agent", "--node", "n1") + "\n")
-        os.chmod(path, 0o600)
-        c.agent_args = [["--token-file", path]]
+        c.agent_args = []
+        for i in range(1, n_agents + 1):
+            node = "n%d" % i
+            path = os.path.join(c.tmp, node + ".token")
+            with open(path, "w") as f:
+                f.write(axtest.create_token(c.db, "--name", node, "--role", "agent",
+                                            "--node", node) + "\n")
+            os.chmod(path, 0o600)
+            c.agent_args.append(["--token-file", path])
+        self.agent_token_path = os.path.join(c.tmp, "n1.token")
         c.token = tokens["admin"]
         c.start()
         return c, tokens
 
-    def ticker_job(self, c, tokens):
-        spec = {"name": "ticker", "ranks": 1, "project": "p1", "user": "alice",
-                "env": {"AXTEST_MARKER": c.marker}, "command": TICKER}
+    def ticker_job(self, c, tokens, ranks=1):
+        spec = {"name": "ticker", "ranks": ranks, "ranks_per_node": 1, "project": "p1",
+                "user": "alice", "env": {"AXTEST_MARKER": c.marker}, "command": TICKER}
         job_id = c.submit(spec)["id"]
         c.wait_running(job_id)
         return job_id
 
-    def open_stream(self, c, token, job_id):
+    def open_stream(self, c, token, job_id, rank=0):
         conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
         self.addCleanup(conn.close)
-        conn.request("GET", "/v1/jobs/%d/logs?rank=0&follow=1" % job_id,
+        conn.request("GET", "/v1/jobs/%d/logs?rank=%d&follow=1" % (job_id, rank),
                      headers={"Authorization": "Bearer " + token})
         return conn, conn.getresponse()
 
@@ -215,9 +221,11 @@ class AuthLogTest(axtest.ClusterTestCase):
         self.assertEqual(resp.status, 200)
         self.assertIn(b"axctl environment", resp.readline())
 
-    def test_log_streams_are_limited_per_user(self):
-        c, tokens = self.auth_cluster()
-        job_id = self.ticker_job(c, tokens)
+    def test_log_streams_are_limited_per_user_and_node(self):
+        c, tokens = self.auth_cluster(2)
+        job_id = self.ticker_job(c, tokens, ranks=2)
+        nodes = {r["rank"]: r["node"] for r in c.running_ranks(job_id)}
+        self.assertNotEqual(nodes[0], nodes[1])
         alice = []
         for _ in range(8):
             conn, resp = self.open_stream(c, tokens["alice"], job_id)
@@ -227,10 +235,13 @@ class AuthLogTest(axtest.ClusterTestCase):
         self.assertEqual(resp.status, 429)
         error = json.loads(resp.read())["error"]
         self.assertEqual(error["code"], "too_many_streams", error)
-        self.assertIn("alice", error["message"])
-        # Another user of the same node is not held back by alice's streams.
+        self.assertIn("alice on node %s" % nodes[0], error["message"])
+        # Another user of the same node is not held back by alice's streams, nor is
+        # alice on another node.
         for _ in range(2):
             self.assert_streaming(self.open_stream(c, tokens["bob"], job_id)[1])
+        for _ in range(8):
+            self.assert_streaming(self.open_stream(c, tokens["alice"], job_id, rank=1)[1])
         # A stream alice closes is hers to open again.
         alice[0].close()
         axtest.wait_for(lambda: self.open_stream(c, tokens["alice"], job_id)[1].status == 200,

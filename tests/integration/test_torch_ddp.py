@@ -16,7 +16,6 @@ with gloo: scripts/deps installs Debian's python3-torch."""
 import json
 import os
 import signal
-import subprocess
 import sys
 import unittest
 
@@ -36,22 +35,13 @@ TRAIN_ARGS = ["--steps", STEPS, "--checkpoint-every", CHECKPOINT_EVERY, "--seed"
 def find_torch_python():
     """(interpreter, None) for the first Python here whose torch has gloo, else
     (None, why not)."""
-    candidates = [os.environ.get("AXTEST_TORCH_PYTHON"), "/usr/bin/python3", sys.executable]
-    problems = []
-    for python in dict.fromkeys(c for c in candidates if c):
-        try:
-            p = subprocess.run([python, "-c", "import torch.distributed as d; "
-                                "assert d.is_gloo_available(), 'torch has no gloo backend'"],
-                               capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            problems.append("%s: %s" % (python, e))
-            continue
-        if p.returncode == 0:
-            return python, None
-        lines = p.stderr.strip().splitlines()
-        problems.append("%s: %s" % (python, lines[-1] if lines else "exit %d" % p.returncode))
+    python, problems = axtest.find_python(
+        [os.environ.get("AXTEST_TORCH_PYTHON"), "/usr/bin/python3", sys.executable],
+        "import torch.distributed as d; assert d.is_gloo_available(), 'torch has no gloo backend'")
+    if python:
+        return python, None
     return None, ("no Python here imports torch with gloo (apt-get install python3-torch, "
-                  "as scripts/deps does): " + "; ".join(problems))
+                  "as scripts/deps does): " + problems)
 
 
 TORCH_PYTHON, NO_TORCH = find_torch_python()
@@ -196,12 +186,5 @@ class TorchDdpTest(axtest.ClusterTestCase):
         self.assert_no_ranks_alive(c, job.id)
 
 
-def main():
-    if TORCH_PYTHON is None:
-        print("skipping: " + NO_TORCH)
-        sys.exit(77)
-    axtest.main()
-
-
 if __name__ == "__main__":
-    main()
+    axtest.main(skip=NO_TORCH if TORCH_PYTHON is None else None)
