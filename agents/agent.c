@@ -64,6 +64,10 @@ struct Agent {
         UrlList controllers; /* one leads, the others redirect to it (docs/PROTOCOL.md) */
         size_t current; /* the one requests go to */
         size_t contact; /* the one that answered last */
+        /* The last one that could not be reached, and when (0: none): followers name
+         * a dead leader until its lease runs out, and it is not tried again meanwhile. */
+        size_t unreachable;
+        int64_t unreachable_ms;
         char hostname[256];
         char *boot_id;
         char *agent_id; /* <state_dir>/agent-id: this state directory's identity */
@@ -400,6 +404,19 @@ static int64_t agent_wait_ms(const Agent *a) {
         return wait < a->lease_ms / 4 ? wait : a->lease_ms / 4;
 }
 
+/*
+ * How long to wait for a controller beyond what it was asked to take (an answer, or a
+ * connection): `alone` with one controller; with several, a fifth of the lease, so that
+ * a leader whose host vanished (no reset ever comes) is left with time to find the next
+ * one before the ranks are fenced.
+ */
+static int64_t agent_patience_ms(const Agent *a, int64_t alone) {
+        if (a->controllers.n < 2)
+                return alone;
+        int64_t p = a->lease_ms / 5;
+        return p < 200 ? 200 : p > alone ? alone : p;
+}
+
 static const char *agent_controller(const Agent *a) {
         return a->controllers.items[a->current];
 }
@@ -423,7 +440,7 @@ static int agent_request_post(Agent *a, AgentRequest kind, const char *url) {
         curl_easy_setopt(a->easy, CURLOPT_WRITEFUNCTION, agent_response_write);
         curl_easy_setopt(a->easy, CURLOPT_WRITEDATA, a);
         curl_easy_setopt(a->easy, CURLOPT_TIMEOUT_MS, (long) a->request_timeout_ms);
-        curl_easy_setopt(a->easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        curl_easy_setopt(a->easy, CURLOPT_CONNECTTIMEOUT_MS, (long) agent_patience_ms(a, 2000));
         curl_easy_setopt(a->easy, CURLOPT_NOSIGNAL, 1L);
         /* The controller decides what this node runs: it must prove who it is. */
         curl_easy_setopt(a->easy, CURLOPT_SSL_VERIFYPEER, 1L);
@@ -466,7 +483,7 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
                                              &a->health, a->request_id);
                 url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
                                 agent_controller(a), wait_ms, a->version);
-                a->request_timeout_ms = wait_ms + 5000;
+                a->request_timeout_ms = wait_ms + agent_patience_ms(a, 5000);
         }
         free(a->request_text);
         a->request_text = json_dumps(body, JSON_COMPACT);
@@ -525,6 +542,16 @@ _printf_(3, 4) static void agent_controller_failed(Agent *a, int64_t now, const 
  */
 static void agent_leader_follow(Agent *a, AgentRequest kind, const char *location, int64_t now) {
         int i = location ? url_list_find_origin(&a->controllers, location) : -1;
+        if (i >= 0 && (size_t) i == a->unreachable && a->unreachable_ms &&
+            now - a->unreachable_ms < a->lease_ms) {
+                /* The follower has not seen the leader's lease run out yet: ask it again
+                 * after the pause rather than the dead one. */
+                agent_request_failed(a, now,
+                                     "Controller at %s redirected to %s, which did not "
+                                     "answer just now: waiting for a new leader",
+                                     agent_controller(a), location);
+                return;
+        }
         if (i < 0 || a->request_redirects >= AGENT_LEADER_HOPS) {
                 agent_controller_failed(a, now, "Controller at %s redirected to %s%s",
                                         agent_controller(a), location ? location : "nowhere",
@@ -713,6 +740,8 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
         if (result != CURLE_OK) {
                 json_decref(body);
                 /* A leader that died holding our long-poll ends up here at once. */
+                a->unreachable = a->current;
+                a->unreachable_ms = now;
                 agent_controller_failed(a, now, "Controller unreachable: %s (%s)",
                                         curl_easy_strerror(result), agent_controller(a));
                 return;

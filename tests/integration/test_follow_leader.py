@@ -9,9 +9,12 @@ job ends with the value of an uninterrupted run, `axctl wait` reports it, and
 `axctl logs -f` prints the whole log once."""
 
 import json
+import signal
 import socket
 import subprocess
+import threading
 import time
+import uuid
 
 import axtest
 from test_failover import role
@@ -128,6 +131,66 @@ class FollowLeaderTest(axtest.ClusterTestCase):
         self.assertEqual(follower.returncode, 0, err)
         self.assertEqual(out, b.logs(job.id, 0), "logs -f printed the log once, in full")
         self.assertEqual(axtest.final_values(out), [job.expected])
+
+    def test_steady_submits_through_a_failover(self):
+        """Submits keep coming through axctl while the leader is SIGKILLed: every one
+        acknowledged is on the new leader, once, and axctl's own retries (the same
+        Idempotency-Key) made no second job."""
+        a, b = self.leader_pair()
+        urls = "%s,%s" % (a.url, b.url)
+        acked, failed, stop = [], [], threading.Event()
+        spec = json.dumps({"name": "load", "command": ["true"], "ranks": 1,
+                           "resources": {"cpus": 1}})
+
+        def load():
+            while not stop.is_set():
+                p = ctl(urls, "submit", "-f", "-", "--idempotency-key", uuid.uuid4().hex,
+                        input=spec, timeout=60)
+                (acked if p.returncode == 0 else failed).append(p.stdout.strip() or p.stderr)
+
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            axtest.wait_for(lambda: len(acked) >= 10, 30, "submits before the failover")
+            a.controller.kill()
+            axtest.wait_for(lambda: role(b.url) == "leader",
+                            (LEADER_LEASE_MS + 1000) / 1000.0 + 2, "the follower to lead")
+            n = len(acked)
+            axtest.wait_for(lambda: len(acked) >= n + 10, 30, "submits after the failover")
+        finally:
+            stop.set()
+            t.join(90)
+        self.assertEqual(failed, [], "axctl gave up during the failover")
+        ids = [j["id"] for j in b.list_jobs()]
+        self.assertEqual(len(ids), len(set(ids)))
+        self.assertEqual(sorted(ids), sorted(int(x) for x in acked))
+
+    def test_leader_host_hangs(self):
+        """The leader stops dead (SIGSTOP: a hung host, no connection is ever reset). The
+        agents give up on it within a fifth of their lease beyond the wait, wait for the
+        follower to lead instead of going back, and their ranks run on. The old leader,
+        woken, exits without acknowledging anything."""
+        a, b = self.leader_pair()
+        job = a.work_job("hang", ranks=2, ranks_per_node=1, steps=120, step_ms=50,
+                         checkpoint_every=10)
+        job.id = a.submit(job.spec)["id"]
+        pids = {r["rank"]: r["pid"] for r in a.wait_running(job.id)}
+        a.controller.signal(signal.SIGSTOP)
+        axtest.wait_for(lambda: role(b.url) == "leader", (LEADER_LEASE_MS + 1000) / 1000.0 + 2,
+                        "the follower to lead")
+        axtest.wait_for(lambda: {n["name"]: n["state"] for n in b.nodes()}
+                        == {"n1": "ready", "n2": "ready"}, 10, "both nodes ready with b")
+        view = b.wait_job(job.id, timeout=60)
+        self.assertEqual((view["state"], view["attempt"]), ("succeeded", 1), view.get("reason"))
+        self.assert_succeeded_with_value(b, job, view)
+        starts = [e for e in job.entries() if e["event"] == "start"]
+        self.assertEqual(len(starts), 2, "one start per rank: %r" % starts)
+        for node in ("n1", "n2"):
+            self.assertNotIn("fenc", axtest.tail(a.agents[node].stderr_path, 400).lower())
+        a.controller.signal(signal.SIGCONT)
+        a.controller.proc.wait(timeout=10)
+        self.assertNotEqual(a.controller.proc.returncode, 0)
+        self.assertTrue(pids)
 
 
 if __name__ == "__main__":
