@@ -102,7 +102,16 @@ static const char *const migrations[] = {
         "  checkpoint_ms INTEGER NOT NULL, interruptions INTEGER NOT NULL,"
         "  rank_ms INTEGER NOT NULL);"
         "CREATE INDEX job_goodput_created ON job_goodput(created_ms);",
+        /* 9: leadership among controllers sharing the database: one row, whose token
+         * fences a deposed leader's writes (store_lead) */
+        "CREATE TABLE leader ("
+        "  id INTEGER PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, url TEXT NOT NULL,"
+        "  token INTEGER NOT NULL, expires_ms INTEGER NOT NULL);"
+        "INSERT INTO leader (id, holder, url, token, expires_ms) VALUES (1, '', '', 0, 0);",
 };
+
+/* The database's clock in wall ms: leases are timed by it, not by the controllers'. */
+#define DB_NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 
 /* job_goodput's bucket columns, in store.h's (and health/goodput.h's) order. */
 #define GOODPUT_BUCKET_COLUMNS                                                            \
@@ -180,6 +189,10 @@ struct Store {
          * only after SQLite's own descriptor: closing any descriptor of the file drops
          * the process's POSIX locks on it, SQLite's included. */
         int file_fd;
+        /* Leadership (store_lead): the token and holder this Store took the row with. */
+        bool leading, fenced;
+        int64_t lead_token;
+        char lead_holder[sizeof(((StoreLeader *) NULL)->holder)];
 };
 
 /* Maps SQLite's result codes onto errno values, so callers never see SQLite codes. */
@@ -343,10 +356,17 @@ int store_begin(Store *store) {
         return r;
 }
 
+static int leader_check(Store *store);
+
 int store_commit(Store *store) {
         if (!store->in_transaction)
                 return 0;
-        int r = exec(store, "COMMIT");
+        int r = leader_check(store);
+        if (r < 0) {
+                store_rollback(store);
+                return r;
+        }
+        r = exec(store, "COMMIT");
         if (r >= 0)
                 store->in_transaction = false;
         return r;
@@ -934,4 +954,140 @@ int store_goodput_missing(Store *store, StoreIdFn fn, void *userdata) {
                 return r;
         IdCtx ctx = {fn, userdata};
         return for_each_row(st, true, id_row, &ctx);
+}
+
+/* Reads the leader row into *ret (zeroed when none ever led). */
+static int leader_read(Store *store, StoreLeader *ret) {
+        sqlite3_stmt *st;
+        int r = query(store,
+                      "SELECT holder, url, token, expires_ms - " DB_NOW_MS
+                      " FROM leader WHERE id = 1",
+                      &st);
+        if (r < 0)
+                return r;
+        *ret = (StoreLeader){0};
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW && sqlite3_column_int64(st, 2) > 0) {
+                snprintf(ret->holder, sizeof(ret->holder), "%s", col_text(st, 0));
+                snprintf(ret->url, sizeof(ret->url), "%s", col_text(st, 1));
+                ret->token = sqlite3_column_int64(st, 2);
+                ret->expires_in_ms = sqlite3_column_int64(st, 3);
+        } else if (rc != SQLITE_ROW)
+                r = errno_from_sqlite(rc == SQLITE_DONE ? SQLITE_CORRUPT : rc);
+        sqlite3_finalize(st);
+        return r;
+}
+
+/* Inside a transaction of a leading Store: -ESTALE (and fenced from then on) when another
+ * took the row; BEGIN IMMEDIATE holds the write lock, so no takeover can come between
+ * this check and the commit. */
+static int leader_check(Store *store) {
+        if (store->fenced)
+                return -ESTALE;
+        if (!store->leading)
+                return 0;
+        StoreLeader row;
+        int r = leader_read(store, &row);
+        if (r < 0)
+                return r;
+        if (row.token != store->lead_token || strcmp(row.holder, store->lead_holder) != 0) {
+                store->leading = false;
+                store->fenced = true;
+                return -ESTALE;
+        }
+        return 0;
+}
+
+/* Runs one UPDATE of the leader row with ?1 url, ?2 lease_ms, ?3 holder. */
+static int leader_update(Store *store, const char *sql, const char *holder, const char *url,
+                         int64_t lease_ms) {
+        sqlite3_stmt *st;
+        int r = query(store, sql, &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, url);
+        bind_int(st, 2, lease_ms);
+        bind_text(st, 3, holder);
+        r = step_done(st);
+        sqlite3_finalize(st);
+        return r;
+}
+
+int store_lead(Store *store, const char *holder, const char *url, int64_t lease_ms,
+               StoreLeader *ret) {
+        if (store->in_transaction)
+                return -EBUSY;
+        if (store->fenced)
+                return -ESTALE;
+        if (!holder || !*holder || strlen(holder) >= sizeof(store->lead_holder) || !url ||
+            strlen(url) >= sizeof(((StoreLeader *) NULL)->url) || lease_ms <= 0)
+                return -EINVAL;
+        int r = exec(store, "BEGIN IMMEDIATE");
+        if (r < 0)
+                return r;
+        StoreLeader row;
+        bool took = false, leads = false;
+        if ((r = leader_read(store, &row)) < 0)
+                goto fail;
+        if (store->leading) {
+                if (row.token != store->lead_token || strcmp(row.holder, holder) != 0) {
+                        /* Deposed: the state in memory is stale, so no taking it back. */
+                        exec(store, "ROLLBACK");
+                        store->leading = false;
+                        store->fenced = true;
+                        return -ESTALE;
+                }
+                r = leader_update(store,
+                                  "UPDATE leader SET url = ?1, expires_ms = " DB_NOW_MS " + ?2"
+                                  " WHERE id = 1",
+                                  holder, url, lease_ms);
+                leads = true;
+        } else if (row.token == 0 || row.expires_in_ms <= 0 || strcmp(row.holder, holder) == 0) {
+                r = leader_update(store,
+                                  "UPDATE leader SET url = ?1, expires_ms = " DB_NOW_MS " + ?2,"
+                                  " holder = ?3, token = token + 1 WHERE id = 1",
+                                  holder, url, lease_ms);
+                leads = took = true;
+        }
+        if (r < 0 || (r = leader_read(store, &row)) < 0 || (r = exec(store, "COMMIT")) < 0)
+                goto fail;
+        if (took) {
+                store->leading = true;
+                store->lead_token = row.token;
+                snprintf(store->lead_holder, sizeof(store->lead_holder), "%s", holder);
+        }
+        if (ret)
+                *ret = row;
+        return leads ? 1 : 0;
+fail:
+        exec(store, "ROLLBACK");
+        return r;
+}
+
+int store_leader_get(Store *store, StoreLeader *ret) {
+        return leader_read(store, ret);
+}
+
+int store_resign(Store *store) {
+        if (store->in_transaction)
+                return -EBUSY;
+        if (!store->leading)
+                return 0;
+        sqlite3_stmt *st;
+        int r = query(store,
+                      "UPDATE leader SET expires_ms = " DB_NOW_MS " WHERE id = 1 AND token = ?"
+                      " AND holder = ?",
+                      &st);
+        if (r < 0)
+                return r;
+        bind_int(st, 1, store->lead_token);
+        bind_text(st, 2, store->lead_holder);
+        r = step_done(st);
+        sqlite3_finalize(st);
+        if (r >= 0) {
+                /* Whatever it still holds in memory is a follower's now: no more writes. */
+                store->leading = false;
+                store->fenced = true;
+        }
+        return r;
 }

@@ -192,3 +192,30 @@ int store_nodes_load(Store *store, StoreNodeFn fn, void *userdata);
 /* Events after seq `after` (of one job when job > 0), oldest first, at most limit. */
 int store_events_list(Store *store, int64_t job, int64_t after, int limit, StoreEventFn fn,
                       void *userdata);
+
+/* Leadership among controllers sharing one database (migration 9's one-row table). The
+ * database's own clock times the lease, so the controllers' clocks need not agree. */
+typedef struct StoreLeader {
+        char holder[128]; /* the leading controller's instance id; "" when none ever led */
+        char url[512]; /* where the leader serves its API */
+        int64_t token; /* fencing token: grows with every new leadership */
+        int64_t expires_in_ms; /* what is left of its lease by the database's clock; <= 0: expired */
+} StoreLeader;
+
+/* Takes or renews leadership for holder, serving at url, for lease_ms. Outside a
+ * transaction only (-EBUSY otherwise); one short transaction of its own. Renews when
+ * this Store already leads with the row's token. Takes it, with token + 1, when the
+ * lease expired, when nobody ever led, or when the row's holder is this holder but this
+ * Store does not lead yet (a restarted controller of the same instance id takes over at
+ * once; the bumped token fences its previous incarnation). Fills *ret (may be NULL) with
+ * the row as it is afterwards. 1: this Store leads, and from then on every store_commit
+ * first checks, inside its transaction and holding the row's lock, that the row still has
+ * this Store's token and holder, and else rolls back and returns -ESTALE (fenced); the
+ * Store then stays fenced. 0: another leads. -errno on failure. */
+int store_lead(Store *store, const char *holder, const char *url, int64_t lease_ms,
+               StoreLeader *ret);
+/* Reads the row (all zero/empty when none ever led). */
+int store_leader_get(Store *store, StoreLeader *ret);
+/* Ends this Store's lease now (expires now) if it leads, so a follower takes over at
+ * once: for a clean shutdown. */
+int store_resign(Store *store);

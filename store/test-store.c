@@ -246,6 +246,111 @@ static void test_goodput(const char *dir) {
         s = store_close(s);
 }
 
+static int count_one_job(void *ud, const StoreJob *j) {
+        (void) j;
+        (*(int *) ud)++;
+        return 0;
+}
+
+static StoreJob plain_job(int64_t id) {
+        return (StoreJob){.id = id,
+                          .name = "j",
+                          .project = "p",
+                          .user = "u",
+                          .spec = "{}",
+                          .state = "pending",
+                          .reason = "",
+                          .exit_code = STORE_NONE,
+                          .created_ms = 1,
+                          .started_ms = STORE_NONE,
+                          .finished_ms = STORE_NONE,
+                          .ckpt_step = STORE_NONE,
+                          .queued_ms = STORE_NONE,
+                          .best_step = STORE_NONE};
+}
+
+/* Writes job id in one transaction: store_commit's result. */
+static int put_job(Store *s, int64_t id) {
+        StoreJob j = plain_job(id);
+        CHECK_INT(store_begin(s), 0);
+        CHECK_INT(store_job_put(s, &j), 0);
+        return store_commit(s);
+}
+
+/* Leadership between two Stores on one database: taken when free, renewed, refused
+ * while another's lease runs, taken with a higher token once it expired, after which
+ * the deposed Store's commits fail -ESTALE without writing; resign hands over at once;
+ * the same holder in a new Store takes over at once. */
+static void test_leadership(const char *target) {
+        Store *a = NULL, *b = NULL;
+        CHECK_INT(store_open(target, &a), 0);
+        CHECK_INT(store_open(target, &b), 0);
+        StoreLeader row;
+        CHECK_INT(store_leader_get(a, &row), 0);
+        CHECK_STR(row.holder, "");
+        CHECK_INT(row.token, 0);
+        CHECK_INT(row.expires_in_ms, 0);
+
+        CHECK_INT(store_lead(a, "ctl-a", "http://a:1", 60000, &row), 1);
+        CHECK_STR(row.holder, "ctl-a");
+        CHECK_STR(row.url, "http://a:1");
+        int64_t token = row.token;
+        CHECK(token > 0);
+        CHECK(row.expires_in_ms > 50000 && row.expires_in_ms <= 60000);
+        CHECK_INT(store_lead(a, "ctl-a", "http://a:2", 60000, &row), 1); /* renewed */
+        CHECK_INT(row.token, token);
+        CHECK_STR(row.url, "http://a:2");
+        CHECK_INT(put_job(a, 1), 0);
+
+        CHECK_INT(store_lead(b, "ctl-b", "http://b", 60000, &row), 0);
+        CHECK_STR(row.holder, "ctl-a");
+        CHECK_INT(row.token, token);
+        /* Only outside a transaction. */
+        CHECK_INT(store_begin(b), 0);
+        CHECK_INT(store_lead(b, "ctl-b", "http://b", 60000, NULL), -EBUSY);
+        CHECK_INT(store_rollback(b), 0);
+
+        /* a's lease runs out: b takes over, and a is fenced. */
+        CHECK_INT(store_lead(a, "ctl-a", "http://a:2", 1, NULL), 1);
+        CHECK_INT(store_leader_get(b, &row), 0);
+        for (int i = 0; i < 200 && row.expires_in_ms > 0; i++) {
+                usleep(5000);
+                CHECK_INT(store_leader_get(b, &row), 0);
+        }
+        CHECK(row.expires_in_ms <= 0);
+        CHECK_INT(store_lead(b, "ctl-b", "http://b", 60000, &row), 1);
+        CHECK_INT(row.token, token + 1);
+        CHECK_STR(row.holder, "ctl-b");
+        CHECK_INT(put_job(a, 2), -ESTALE);
+        CHECK(!store_in_transaction(a));
+        CHECK_INT(put_job(a, 3), -ESTALE); /* stays fenced */
+        CHECK_INT(store_lead(a, "ctl-a", "http://a", 60000, NULL), -ESTALE);
+        CHECK_INT(put_job(b, 4), 0);
+        int n = 0;
+        CHECK_INT(store_jobs_load(b, 0, count_one_job, &n), 0);
+        CHECK_INT(n, 2); /* 1 and 4: the fenced Store wrote nothing */
+        a = store_close(a);
+
+        /* Resign: another takes over at once, and the resigned Store writes no more. */
+        CHECK_INT(store_resign(b), 0);
+        CHECK_INT(put_job(b, 5), -ESTALE);
+        CHECK_INT(store_open(target, &a), 0);
+        CHECK_INT(store_lead(a, "ctl-a", "http://a", 60000, &row), 1);
+        CHECK_INT(row.token, token + 2);
+
+        /* The same holder in a new Store (a restarted controller) takes over at once,
+         * and the bumped token fences the old one. */
+        Store *a2 = NULL;
+        CHECK_INT(store_open(target, &a2), 0);
+        CHECK_INT(store_lead(a2, "ctl-a", "http://a", 60000, &row), 1);
+        CHECK_INT(row.token, token + 3);
+        CHECK_INT(put_job(a, 6), -ESTALE);
+        CHECK_INT(put_job(a2, 7), 0);
+        store_close(a);
+        store_close(a2);
+        store_close(b);
+}
+
 int main(void) {
         _cleanup_free_ char *dir = check_tmpdir("axctl-store");
         _cleanup_free_ char *path = xasprintf("%s/state.db", dir);
@@ -329,6 +434,8 @@ int main(void) {
         test_idempotency_key_per_project(dir);
         test_check_file(dir);
         test_goodput(dir);
+        _cleanup_free_ char *lead_path = xasprintf("%s/lead.db", dir);
+        test_leadership(lead_path);
         util_rm_rf(dir);
         printf("store: ok\n");
         return 0;
