@@ -47,7 +47,8 @@ static void usage(FILE *f) {
               "  --listen HOST:PORT      address to serve on (default 127.0.0.1:8470;\n"
               "                          port 0 picks a free port and prints it;\n"
               "                          ignored when systemd passes a socket)\n"
-              "  --db PATH               SQLite state database (default ./axctld.db)\n"
+              "  --db PATH|URL           state database: a SQLite file (default ./axctld.db)\n"
+              "                          or a postgresql:// URL (PostgreSQL)\n"
               "  --lease-ms N            agent lease (default 5000)\n"
               "  --grace-ms N            extra wait before a silent node is lost (default 1000)\n"
               "  --sync-period-ms N      agent sync period (default 1000)\n"
@@ -434,7 +435,9 @@ int main(int argc, char **argv) {
         cfg.strict_transitions = util_streq_ptr(getenv("AXCTLD_STRICT_TRANSITIONS"), "1");
         int r = ctl_new(&cfg, &ctl);
         if (r < 0) {
-                log_error("cannot open state database %s: %s", cfg.db_path, strerror(-r));
+                _cleanup_free_ char *shown = store_target_display(cfg.db_path);
+                const char *why = store_last_error(NULL);
+                log_error("cannot open state database %s: %s", shown, *why ? why : strerror(-r));
                 return 1;
         }
         _cleanup_free_ char *quota_error = NULL, *rules_error = NULL;
@@ -536,7 +539,8 @@ int main(int argc, char **argv) {
         }
         printf("listening on %s://%s:%d\n", cert_pem ? "https" : "http", host, port);
         fflush(stdout);
-        log_info("serving on %s:%d, state in %s", host, port, cfg.db_path);
+        _cleanup_free_ char *db_shown = store_target_display(cfg.db_path);
+        log_info("serving on %s:%d, state in %s", host, port, db_shown);
         if (!settings.auth)
                 log_warning("authentication is off: whoever reaches %s:%d can run programs on "
                             "every node (see --auth)",

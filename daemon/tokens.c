@@ -81,7 +81,10 @@ static int log_secret_create(const char *path, char **ret_error) {
 }
 
 int ctl_log_secret_load(const char *db_path, char ret_secret[TOKEN_HASH_HEX], char **ret_error) {
-        _cleanup_free_ char *path = xasprintf("%s.logkey", db_path);
+        /* A PostgreSQL database has no file to sit beside: the working directory then
+         * (under systemd the state directory) holds it. */
+        _cleanup_free_ char *path = store_target_is_url(db_path) ? xstrdup("axctld.logkey")
+                                                                 : xasprintf("%s.logkey", db_path);
         for (int attempt = 0; attempt < 2; attempt++) {
                 char *secret = NULL, *error = NULL;
                 int r = token_file_read(path, &secret, &error);
@@ -116,10 +119,10 @@ int ctl_log_secret_load(const char *db_path, char ret_secret[TOKEN_HASH_HEX], ch
 }
 
 static void token_usage(FILE *f) {
-        fputs("Usage: axctld token create --db PATH --name NAME --role admin|user|agent\n"
+        fputs("Usage: axctld token create --db PATH|URL --name NAME --role admin|user|agent\n"
               "                           [--project P]... [--node NODE]\n"
-              "       axctld token revoke --db PATH NAME\n"
-              "       axctld token list --db PATH\n"
+              "       axctld token revoke --db PATH|URL NAME\n"
+              "       axctld token list --db PATH|URL\n"
               "\n"
               "Manages API tokens in the state database (also while axctld runs). create prints\n"
               "the new token once: only its SHA-256 hash is stored. A user token is bound to the\n"
@@ -225,7 +228,10 @@ int token_command(int argc, char **argv) {
         Store *store = NULL;
         int r = store_open(db, &store);
         if (r < 0) {
-                fprintf(stderr, "axctld token: cannot open %s: %s\n", db, strerror(-r));
+                _cleanup_free_ char *shown = store_target_display(db);
+                const char *why = store_last_error(NULL);
+                fprintf(stderr, "axctld token: cannot open %s: %s\n", shown,
+                        *why ? why : strerror(-r));
                 status = 1;
                 goto out;
         }

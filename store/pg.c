@@ -115,12 +115,20 @@ static char *pg_translate(const char *sql) {
         return out;
 }
 
-/* Keeps the message of the failure for store_last_error, without its trailing newline. */
+/* Keeps the message of a failure for store_last_error, on one line for the logs. */
 static void keep_error(StoreConn *c, const char *message) {
-        snprintf(c->error, sizeof(c->error), "%s", message && *message ? message : "unknown error");
-        size_t len = strlen(c->error);
-        while (len > 0 && (c->error[len - 1] == '\n' || c->error[len - 1] == ' '))
-                c->error[--len] = '\0';
+        if (!message || !*message)
+                message = "unknown error";
+        size_t n = 0;
+        for (const char *p = message; *p && n + 1 < sizeof(c->error); p++) {
+                if (*p != '\n' && *p != '\t')
+                        c->error[n++] = *p;
+                else if (n > 0 && c->error[n - 1] != ' ')
+                        c->error[n++] = ' ';
+        }
+        while (n > 0 && c->error[n - 1] == ' ')
+                n--;
+        c->error[n] = '\0';
 }
 
 /* Maps a failed result's SQLSTATE (or the connection's state) onto an errno value, so

@@ -233,7 +233,7 @@ static char *open_error;
 
 const char *store_last_error(Store *store) {
         if (!store)
-                return open_error ? open_error : "no database";
+                return open_error ? open_error : "";
         return store->backend->last_error(store->conn);
 }
 

@@ -134,8 +134,9 @@ int store_check_file(Store *store);
 /* Creates path as an older axctld left it, with only the first `version` migrations
  * applied, and closes it: for the tests of upgrades. 0 or -errno. */
 int store_create_at_version(const char *target, int version);
-/* Human-readable text of the last failure of store (NULL: of the last store_open), for
- * logs; the server's message, never a password. */
+/* Human-readable text of the last failure of store, for logs: the engine's or server's
+ * message, never a password. store NULL: why the last store_open failed ("" if it did
+ * not). */
 const char *store_last_error(Store *store);
 
 int store_begin(Store *store);
