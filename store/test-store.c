@@ -80,6 +80,24 @@ static char *raw_sql(const char *target, const char *sql) {
         return text;
 }
 
+/* A pending job with every optional column empty. */
+static StoreJob plain_job(int64_t id) {
+        return (StoreJob){.id = id,
+                          .name = "j",
+                          .project = "p",
+                          .user = "u",
+                          .spec = "{}",
+                          .state = "pending",
+                          .reason = "",
+                          .exit_code = STORE_NONE,
+                          .created_ms = 1,
+                          .started_ms = STORE_NONE,
+                          .finished_ms = STORE_NONE,
+                          .ckpt_step = STORE_NONE,
+                          .queued_ms = STORE_NONE,
+                          .best_step = STORE_NONE};
+}
+
 static int count_jobs(void *ud, const StoreJob *j) {
         int *n = ud;
         (*n)++;
@@ -136,19 +154,10 @@ static void test_idempotency_key_per_project(void) {
 
         Store *s = NULL;
         CHECK_INT(store_open(path, &s), 0);
-        StoreJob job = {.id = 3,
-                        .name = "c",
-                        .project = "p2",
-                        .user = "u",
-                        .spec = "{}",
-                        .state = "pending",
-                        .reason = "",
-                        .exit_code = STORE_NONE,
-                        .created_ms = 1,
-                        .started_ms = STORE_NONE,
-                        .finished_ms = STORE_NONE,
-                        .idempotency_key = "k",
-                        .ckpt_step = STORE_NONE};
+        StoreJob job = plain_job(3);
+        job.name = "c";
+        job.project = "p2";
+        job.idempotency_key = "k";
         CHECK_INT(store_begin(s), 0);
         CHECK_INT(store_job_put(s, &job), 0);
         CHECK_INT(store_commit(s), 0);
@@ -251,18 +260,7 @@ static void test_goodput(void) {
         CHECK_INT(store_goodput_put(s, &b), 0);
         CHECK_INT(store_goodput_put(s, &c), 0);
         CHECK_INT(store_goodput_put(s, &c), 0); /* written again: still one row */
-        StoreJob j = {.name = "j",
-                      .project = "p",
-                      .user = "u",
-                      .spec = "{}",
-                      .reason = "",
-                      .exit_code = STORE_NONE,
-                      .created_ms = 1,
-                      .started_ms = STORE_NONE,
-                      .finished_ms = STORE_NONE,
-                      .ckpt_step = STORE_NONE,
-                      .queued_ms = STORE_NONE,
-                      .best_step = STORE_NONE};
+        StoreJob j = plain_job(0);
         const char *states[] = {"succeeded", "failed", "running", "cancelled"};
         for (int i = 0; i < 4; i++) {
                 j.id = i + 1;
@@ -315,23 +313,6 @@ static int count_one_job(void *ud, const StoreJob *j) {
         (void) j;
         (*(int *) ud)++;
         return 0;
-}
-
-static StoreJob plain_job(int64_t id) {
-        return (StoreJob){.id = id,
-                          .name = "j",
-                          .project = "p",
-                          .user = "u",
-                          .spec = "{}",
-                          .state = "pending",
-                          .reason = "",
-                          .exit_code = STORE_NONE,
-                          .created_ms = 1,
-                          .started_ms = STORE_NONE,
-                          .finished_ms = STORE_NONE,
-                          .ckpt_step = STORE_NONE,
-                          .queued_ms = STORE_NONE,
-                          .best_step = STORE_NONE};
 }
 
 /* Writes job id in one transaction: store_commit's result. */
