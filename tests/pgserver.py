@@ -189,6 +189,8 @@ def main(argv):
     if len(argv) < 2 or argv[0] != "run" or "--" not in argv:
         sys.stderr.write("usage: pgserver.py run [--no-fsync] -- COMMAND ARGS...\n")
         return 2
+    # meson stops a test that ran too long with SIGTERM: unwind, so the server goes too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sep = argv.index("--")
     options, command = argv[1:sep], argv[sep + 1:]
     try:

@@ -18,6 +18,7 @@ Binaries come from the build directory AXTEST_BUILDDIR (default: build/ next to 
 import argparse
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -84,11 +85,14 @@ def run(backend, pg, clients, submits, sizes):
             print("%-10s restart with %d stored jobs: %.2f s to the first 200 on /healthz"
                   % (backend, stored, took), flush=True)
     finally:
+        c.kill_controller()  # close() would cancel every pending job through the API
         c.close()
         c.remove()
 
 
 def main():
+    # A SIGTERM (timeout(1)) unwinds, so the private server and directories go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--submits", type=int, default=10000)
