@@ -48,7 +48,8 @@ static void usage(FILE *f) {
               "  --listen HOST:PORT      address to serve on (default 127.0.0.1:8470;\n"
               "                          port 0 picks a free port and prints it;\n"
               "                          ignored when systemd passes a socket)\n"
-              "  --db PATH               SQLite state database (default ./axctld.db)\n"
+              "  --db PATH|URL           state database: a SQLite file (default ./axctld.db)\n"
+              "                          or a postgresql:// URL (PostgreSQL)\n"
               "  --log-key-file PATH     the key that signs log links (default: the\n"
               "                          database's path with .logkey); controllers that\n"
               "                          fail over to each other must share it\n"
@@ -451,15 +452,6 @@ static void reload_files(Controller *ctl) {
         free(error);
 }
 
-/* The database for logs: a URL loses its password. */
-static char *db_name_for_logs(const char *db) {
-        const char *scheme_end = strstr(db, "://");
-        const char *at = scheme_end ? strchr(scheme_end + 3, '@') : NULL;
-        if (!at)
-                return xstrdup(db);
-        return xasprintf("%.*s%s", (int) (scheme_end + 3 - db), db, at + 1);
-}
-
 /* The one line on stdout: scripts and tests read the address from it. */
 static void print_listening(const char *scheme, const char *host, int port) {
         printf("listening on %s://%s:%d\n", scheme, host, port);
@@ -593,8 +585,12 @@ int main(int argc, char **argv) {
          * could read) must not let anyone sign log links. */
         char log_secret[TOKEN_HASH_HEX];
         _cleanup_free_ char *secret_error = NULL;
+        /* A PostgreSQL database has no file to sit beside: the working directory then
+         * (under systemd the state directory) holds it. */
         _cleanup_free_ char *key_file = settings.log_key_file ? xstrdup(settings.log_key_file)
-                                                              : xasprintf("%s.logkey", cfg.db_path);
+                                        : store_target_is_url(cfg.db_path)
+                                                ? xstrdup("axctld.logkey")
+                                                : xasprintf("%s.logkey", cfg.db_path);
         if (ctl_log_secret_load(key_file, log_secret, &secret_error) < 0) {
                 fprintf(stderr, "axctld: %s\n", secret_error);
                 return 2;
@@ -604,11 +600,12 @@ int main(int argc, char **argv) {
         if (read_tls(&settings, &cert_pem, &key_pem) < 0)
                 return 2;
 
-        _cleanup_free_ char *db_name = db_name_for_logs(cfg.db_path);
+        _cleanup_free_ char *db_name = store_target_display(cfg.db_path);
         Store *store = NULL;
         int r = store_open(cfg.db_path, &store);
         if (r < 0) {
-                log_error("cannot open state database %s: %s", db_name, strerror(-r));
+                const char *why = store_last_error(NULL);
+                log_error("cannot open state database %s: %s", db_name, *why ? why : strerror(-r));
                 return 1;
         }
         int port = 0, lfd;

@@ -115,10 +115,10 @@ int ctl_log_secret_load(const char *path, char ret_secret[TOKEN_HASH_HEX], char 
 }
 
 static void token_usage(FILE *f) {
-        fputs("Usage: axctld token create --db PATH --name NAME --role admin|user|agent\n"
+        fputs("Usage: axctld token create --db PATH|URL --name NAME --role admin|user|agent\n"
               "                           [--project P]... [--node NODE]\n"
-              "       axctld token revoke --db PATH NAME\n"
-              "       axctld token list --db PATH\n"
+              "       axctld token revoke --db PATH|URL NAME\n"
+              "       axctld token list --db PATH|URL\n"
               "\n"
               "Manages API tokens in the state database (also while axctld runs). create prints\n"
               "the new token once: only its SHA-256 hash is stored. A user token is bound to the\n"
@@ -224,7 +224,10 @@ int token_command(int argc, char **argv) {
         Store *store = NULL;
         int r = store_open(db, &store);
         if (r < 0) {
-                fprintf(stderr, "axctld token: cannot open %s: %s\n", db, strerror(-r));
+                _cleanup_free_ char *shown = store_target_display(db);
+                const char *why = store_last_error(NULL);
+                fprintf(stderr, "axctld token: cannot open %s: %s\n", shown,
+                        *why ? why : strerror(-r));
                 status = 1;
                 goto out;
         }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The controller's durable state in SQLite (WAL, synchronous=FULL), behind typed
- * operations. This is the only code that speaks SQL; SQLite result codes never leave
- * it (they become negative errno values). Writes are grouped by the caller into one
+ * The controller's durable state behind typed operations, in SQLite (a file: WAL,
+ * synchronous=FULL) or PostgreSQL (a postgresql:// URL), the backends of backend.h.
+ * This is the only code that speaks SQL; the engines' result codes never leave it
+ * (they become negative errno values). Writes are grouped by the caller into one
  * transaction per loop turn (store_begin/store_commit), so many acknowledged requests
  * share one fsync. Strings in records are borrowed: valid for the duration of a call or,
  * when loading, of the callback.
@@ -114,8 +115,14 @@ typedef struct StoreGoodput {
         int64_t jobs; /* sums: how many jobs had time in the window */
 } StoreGoodput;
 
-/* Opens (creating if needed) and migrates the database. 0 or -errno. */
-int store_open(const char *path, Store **ret_store);
+/* Opens (creating if needed) and migrates the database: target is a PostgreSQL URL
+ * (postgresql://, postgres://) or keyword string (host=..., dbname=...), anything else
+ * a SQLite file's path. 0 or -errno; store_last_error(NULL) then says why. */
+int store_open(const char *target, Store **ret_store);
+/* Whether target names a PostgreSQL database rather than a file. */
+bool store_target_is_url(const char *target);
+/* Target as logs may show it: a URL's password replaced by ***. Malloc'd. */
+char *store_target_display(const char *target);
 Store *store_close(Store *store);
 /*
  * Checks that the database file is still the one opened: -ENOENT when it was deleted
@@ -126,8 +133,10 @@ Store *store_close(Store *store);
 int store_check_file(Store *store);
 /* Creates path as an older axctld left it, with only the first `version` migrations
  * applied, and closes it: for the tests of upgrades. 0 or -errno. */
-int store_create_at_version(const char *path, int version);
-/* Human-readable text of the last SQLite failure, for logs. */
+int store_create_at_version(const char *target, int version);
+/* Human-readable text of the last failure of store, for logs: the engine's or server's
+ * message, never a password. store NULL: why the last store_open failed ("" if it did
+ * not). */
 const char *store_last_error(Store *store);
 
 int store_begin(Store *store);

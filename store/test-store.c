@@ -1,15 +1,102 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit test of the SQLite store: migrations, upserts, transactions, reloading. */
+/*
+ * Unit test of the store: migrations, upserts, transactions, reloading, leadership. On
+ * SQLite by default; on PostgreSQL when AXTEST_PG_URL names a database (meson's
+ * store-postgresql test runs it so, under tests/pgserver.py), each case then in a schema
+ * of its own.
+ */
 #include <errno.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../tests/unit/check.h"
 #include "store.h"
 #include "util.h"
+
+static const char *scratch_dir; /* SQLite's files */
+static const char *pg_url; /* NULL: SQLite */
+
+/* A fresh, empty database for one case, named name: a file, or a PostgreSQL schema
+ * that the URL makes the connection's search path. */
+static char *fresh_target(const char *name);
+
+static char *mfree_text(char *text) {
+        free(text);
+        return NULL;
+}
+
+/* Appends one column's value to text, then "|" or, after the last, a newline. */
+static char *append_value(char *text, const char *value, bool last) {
+        char *more = xasprintf("%s%s%s", text, value ? value : "", last ? "\n" : "|");
+        free(text);
+        return more;
+}
+
+/* Runs sql on target outside the store, as an operator or an older axctld would; the
+ * rows as "a|b\n" lines, or NULL when it failed. */
+static char *raw_sql(const char *target, const char *sql) {
+        char *text = xstrdup("");
+        if (!pg_url) {
+                sqlite3 *db;
+                CHECK_INT(sqlite3_open(target, &db), SQLITE_OK);
+                const char *tail = sql;
+                while (text && *tail) {
+                        sqlite3_stmt *st;
+                        if (sqlite3_prepare_v2(db, tail, -1, &st, &tail) != SQLITE_OK) {
+                                text = mfree_text(text);
+                                break;
+                        }
+                        if (!st)
+                                break;
+                        int rc, n = sqlite3_column_count(st);
+                        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+                                for (int i = 0; i < n; i++)
+                                        text = append_value(
+                                                text, (const char *) sqlite3_column_text(st, i),
+                                                i + 1 == n);
+                        if (rc != SQLITE_DONE)
+                                text = mfree_text(text);
+                        sqlite3_finalize(st);
+                }
+                sqlite3_close(db);
+                return text;
+        }
+        PGconn *pg = PQconnectdb(target);
+        CHECK(PQstatus(pg) == CONNECTION_OK);
+        PGresult *res = PQexec(pg, sql);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK)
+                text = mfree_text(text);
+        for (int r = 0; text && r < PQntuples(res); r++)
+                for (int i = 0; i < PQnfields(res); i++)
+                        text = append_value(text, PQgetvalue(res, r, i), i + 1 == PQnfields(res));
+        PQclear(res);
+        PQfinish(pg);
+        return text;
+}
+
+/* A pending job with every optional column empty. */
+static StoreJob plain_job(int64_t id) {
+        return (StoreJob){.id = id,
+                          .name = "j",
+                          .project = "p",
+                          .user = "u",
+                          .spec = "{}",
+                          .state = "pending",
+                          .reason = "",
+                          .exit_code = STORE_NONE,
+                          .created_ms = 1,
+                          .started_ms = STORE_NONE,
+                          .finished_ms = STORE_NONE,
+                          .ckpt_step = STORE_NONE,
+                          .queued_ms = STORE_NONE,
+                          .best_step = STORE_NONE};
+}
 
 static int count_jobs(void *ud, const StoreJob *j) {
         int *n = ud;
@@ -49,41 +136,28 @@ static int collect_keys(void *ud, const StoreJob *j) {
 
 /* An idempotency key is a project's own; a database of version 4 (one key per
  * controller) is upgraded with its jobs intact. */
-static void test_idempotency_key_per_project(const char *dir) {
-        _cleanup_free_ char *path = xasprintf("%s/v4.db", dir);
+static void test_idempotency_key_per_project(void) {
+        _cleanup_free_ char *path = fresh_target("v4");
         CHECK_INT(store_create_at_version(path, 4), 0);
-        sqlite3 *db;
-        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-        CHECK_INT(sqlite3_exec(db,
-                               "INSERT INTO job (id, name, project, user, priority, spec, state,"
-                               " attempt, restarts, reason, created_ms, idempotency_key)"
-                               " VALUES (1, 'a', 'p1', 'u', 0, '{}', 'pending', 0, 0, '', 1, 'k'),"
-                               " (2, 'b', 'p1', 'u', 0, '{}', 'pending', 0, 0, '', 1, NULL);",
-                               NULL, NULL, NULL),
-                  SQLITE_OK);
+        _cleanup_free_ char *inserted =
+                raw_sql(path, "INSERT INTO job (id, name, project, \"user\", priority, spec, state,"
+                              " attempt, restarts, reason, created_ms, idempotency_key)"
+                              " VALUES (1, 'a', 'p1', 'u', 0, '{}', 'pending', 0, 0, '', 1, 'k'),"
+                              " (2, 'b', 'p1', 'u', 0, '{}', 'pending', 0, 0, '', 1, NULL);");
+        CHECK(inserted);
         /* Version 4 knew one key per controller: another project could not have it. */
-        CHECK(sqlite3_exec(db,
-                           "INSERT INTO job (id, name, project, user, priority, spec, state,"
-                           " attempt, restarts, reason, created_ms, idempotency_key)"
-                           " VALUES (3, 'c', 'p2', 'u', 0, '{}', 'pending', 0, 0, '', 1, 'k');",
-                           NULL, NULL, NULL) != SQLITE_OK);
-        sqlite3_close(db);
+        _cleanup_free_ char *refused =
+                raw_sql(path, "INSERT INTO job (id, name, project, \"user\", priority, spec, state,"
+                              " attempt, restarts, reason, created_ms, idempotency_key)"
+                              " VALUES (3, 'c', 'p2', 'u', 0, '{}', 'pending', 0, 0, '', 1, 'k');");
+        CHECK(!refused);
 
         Store *s = NULL;
         CHECK_INT(store_open(path, &s), 0);
-        StoreJob job = {.id = 3,
-                        .name = "c",
-                        .project = "p2",
-                        .user = "u",
-                        .spec = "{}",
-                        .state = "pending",
-                        .reason = "",
-                        .exit_code = STORE_NONE,
-                        .created_ms = 1,
-                        .started_ms = STORE_NONE,
-                        .finished_ms = STORE_NONE,
-                        .idempotency_key = "k",
-                        .ckpt_step = STORE_NONE};
+        StoreJob job = plain_job(3);
+        job.name = "c";
+        job.project = "p2";
+        job.idempotency_key = "k";
         CHECK_INT(store_begin(s), 0);
         CHECK_INT(store_job_put(s, &job), 0);
         CHECK_INT(store_commit(s), 0);
@@ -157,8 +231,8 @@ static int check_attempt_records(void *ud, const StoreAttempt *a) {
  * created in the window, the jobs the window's start cuts listed alone, and the ended
  * jobs without figures (an older database's) found; one job read alone keeps its
  * attempts' goodput records. */
-static void test_goodput(const char *dir) {
-        _cleanup_free_ char *path = xasprintf("%s/goodput.db", dir);
+static void test_goodput(void) {
+        _cleanup_free_ char *path = fresh_target("goodput");
         Store *s = NULL;
         CHECK_INT(store_open(path, &s), 0);
         CHECK_INT(store_begin(s), 0);
@@ -186,18 +260,7 @@ static void test_goodput(const char *dir) {
         CHECK_INT(store_goodput_put(s, &b), 0);
         CHECK_INT(store_goodput_put(s, &c), 0);
         CHECK_INT(store_goodput_put(s, &c), 0); /* written again: still one row */
-        StoreJob j = {.name = "j",
-                      .project = "p",
-                      .user = "u",
-                      .spec = "{}",
-                      .reason = "",
-                      .exit_code = STORE_NONE,
-                      .created_ms = 1,
-                      .started_ms = STORE_NONE,
-                      .finished_ms = STORE_NONE,
-                      .ckpt_step = STORE_NONE,
-                      .queued_ms = STORE_NONE,
-                      .best_step = STORE_NONE};
+        StoreJob j = plain_job(0);
         const char *states[] = {"succeeded", "failed", "running", "cancelled"};
         for (int i = 0; i < 4; i++) {
                 j.id = i + 1;
@@ -250,23 +313,6 @@ static int count_one_job(void *ud, const StoreJob *j) {
         (void) j;
         (*(int *) ud)++;
         return 0;
-}
-
-static StoreJob plain_job(int64_t id) {
-        return (StoreJob){.id = id,
-                          .name = "j",
-                          .project = "p",
-                          .user = "u",
-                          .spec = "{}",
-                          .state = "pending",
-                          .reason = "",
-                          .exit_code = STORE_NONE,
-                          .created_ms = 1,
-                          .started_ms = STORE_NONE,
-                          .finished_ms = STORE_NONE,
-                          .ckpt_step = STORE_NONE,
-                          .queued_ms = STORE_NONE,
-                          .best_step = STORE_NONE};
 }
 
 /* Writes job id in one transaction: store_commit's result. */
@@ -351,9 +397,9 @@ static void test_leadership(const char *target) {
         store_close(b);
 }
 
-int main(void) {
-        _cleanup_free_ char *dir = check_tmpdir("axctl-store");
-        _cleanup_free_ char *path = xasprintf("%s/state.db", dir);
+/* Upserts, an idempotency key's constraint, rollback, and reopening. */
+static void test_reopen(void) {
+        _cleanup_free_ char *path = fresh_target("state");
         Store *s = NULL;
         CHECK_INT(store_open(path, &s), 0);
 
@@ -425,18 +471,162 @@ int main(void) {
         CHECK_INT(store_ranks_load(s, check_rank, &n), 0);
         CHECK_INT(n, 1);
         s = store_close(s);
+}
 
-        /* Not a database: a clear error, no crash. */
-        _cleanup_free_ char *bad = xasprintf("%s/bad.db", dir);
+/* Not a database: a clear error, no crash. */
+static void test_not_a_database(void) {
+        Store *s = NULL;
+        _cleanup_free_ char *bad = xasprintf("%s/bad.db", scratch_dir);
         CHECK_INT(util_write_file_atomic(bad, "this is not sqlite, just some text....", 38), 0);
         CHECK(store_open(bad, &s) < 0);
         CHECK(!s);
-        test_idempotency_key_per_project(dir);
-        test_check_file(dir);
-        test_goodput(dir);
-        _cleanup_free_ char *lead_path = xasprintf("%s/lead.db", dir);
-        test_leadership(lead_path);
+        CHECK(strlen(store_last_error(NULL)) > 0);
+}
+
+/* A database file left readable by others (an older axctld, a copy) is narrowed to
+ * 0600 at open, with its WAL: it holds every job's environment and the token hashes. */
+static void test_narrowed_mode(void) {
+        _cleanup_free_ char *path = xasprintf("%s/wide.db", scratch_dir);
+        Store *s = NULL;
+        CHECK_INT(store_open(path, &s), 0);
+        s = store_close(s);
+        _cleanup_free_ char *wal = xasprintf("%s-wal", path);
+        CHECK_INT(util_write_file_atomic(wal, "", 0), 0);
+        CHECK_INT(chmod(path, 0644), 0);
+        CHECK_INT(chmod(wal, 0666), 0);
+        CHECK_INT(store_open(path, &s), 0);
+        struct stat st;
+        CHECK_INT(stat(path, &st), 0);
+        CHECK_INT(st.st_mode & 07777, 0600);
+        CHECK_INT(stat(wal, &st), 0);
+        CHECK_INT(st.st_mode & 07777, 0600);
+        store_close(s);
+}
+
+/* A URL's password never reaches a log line. */
+static void test_display(void) {
+        static const char *const cases[][2] = {
+                {"/var/lib/axctl/axctld.db", "/var/lib/axctl/axctld.db"},
+                {"postgresql://axctl:s3cret@db:5432/axctl", "postgresql://axctl:***@db:5432/axctl"},
+                {"postgres://axctl@db/axctl", "postgres://axctl@db/axctl"},
+                {"postgresql://db/axctl?user=a&password=s3cret", "postgresql://db/axctl?***"},
+                {"host=db dbname=axctl password=s3cret", "(a PostgreSQL connection string)"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *shown = store_target_display(cases[i][0]);
+                CHECK_STR(shown, cases[i][1]);
+        }
+        CHECK(store_target_is_url("postgresql://db/x"));
+        CHECK(store_target_is_url("host=/run/postgresql dbname=x"));
+        CHECK(!store_target_is_url("./axctld.db"));
+}
+
+static char *fresh_target(const char *name) {
+        if (!pg_url)
+                return xasprintf("%s/%s.db", scratch_dir, name);
+        _cleanup_free_ char *create = xasprintf("CREATE SCHEMA %s", name);
+        _cleanup_free_ char *done = raw_sql(pg_url, create);
+        CHECK(done);
+        return xasprintf("%s%coptions=-csearch_path%%3D%s", pg_url, strchr(pg_url, '?') ? '&' : '?',
+                         name);
+}
+
+/* Both backends hold the same tables with the same columns in the same order. */
+static void test_same_schema(void) {
+        _cleanup_free_ char *lite = xasprintf("%s/schema.db", scratch_dir);
+        _cleanup_free_ char *pg = fresh_target("schema");
+        Store *s = NULL;
+        CHECK_INT(store_open(lite, &s), 0);
+        s = store_close(s);
+        CHECK_INT(store_open(pg, &s), 0);
+        s = store_close(s);
+        const char *saved = pg_url;
+        pg_url = NULL;
+        _cleanup_free_ char *lite_columns = raw_sql(
+                lite, "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p"
+                      " WHERE m.type = 'table' ORDER BY m.name, p.cid");
+        pg_url = saved;
+        _cleanup_free_ char *pg_columns = raw_sql(
+                pg, "SELECT table_name, column_name FROM information_schema.columns"
+                    " WHERE table_schema = current_schema() AND table_name <> 'schema_version'"
+                    " ORDER BY table_name COLLATE \"C\", ordinal_position");
+        CHECK(lite_columns && strstr(lite_columns, "leader|expires_ms\n"));
+        CHECK_STR(pg_columns, lite_columns);
+}
+
+/* A connection the server dropped: the transaction under way fails, and the next one
+ * runs on a new connection, with the statements prepared again. */
+static void test_lost_connection(void) {
+        _cleanup_free_ char *target = fresh_target("lost");
+        Store *s = NULL;
+        CHECK_INT(store_open(target, &s), 0);
+        CHECK_INT(put_job(s, 1), 0);
+        CHECK_INT(store_begin(s), 0);
+        StoreJob j = plain_job(2);
+        CHECK_INT(store_job_put(s, &j), 0);
+        _cleanup_free_ char *killed =
+                raw_sql(pg_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                " WHERE application_name = 'axctld'");
+        CHECK_STR(killed, "t\n");
+        int r = store_commit(s);
+        CHECK(r == -ENOTCONN || r == -EIO);
+        CHECK(strlen(store_last_error(s)) > 0);
+        store_rollback(s);
+        CHECK_INT(put_job(s, 3), 0);
+        int n = 0;
+        CHECK_INT(store_jobs_load(s, 0, count_one_job, &n), 0);
+        CHECK_INT(n, 2); /* 1 and 3: 2's commit was lost and said so */
+        store_close(s);
+}
+
+/* Controllers starting at once on an empty database: one migrates, the others wait
+ * for it and find the schema done. */
+static void test_concurrent_migration(void) {
+        _cleanup_free_ char *target = fresh_target("race");
+        pid_t pids[4];
+        for (int i = 0; i < 4; i++) {
+                pids[i] = fork();
+                CHECK(pids[i] >= 0);
+                if (pids[i] == 0) {
+                        Store *s = NULL;
+                        int r = store_open(target, &s);
+                        if (r < 0)
+                                fprintf(stderr, "store_open: %s\n", store_last_error(NULL));
+                        store_close(s);
+                        _exit(r < 0 ? 1 : 0);
+                }
+        }
+        for (int i = 0; i < 4; i++) {
+                int status;
+                CHECK_INT(waitpid(pids[i], &status, 0), pids[i]);
+                CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+        _cleanup_free_ char *version = raw_sql(target, "SELECT version FROM schema_version");
+        CHECK_STR(version, "9\n");
+}
+
+int main(void) {
+        _cleanup_free_ char *dir = check_tmpdir("axctl-store");
+        scratch_dir = dir;
+        pg_url = getenv("AXTEST_PG_URL");
+        if (pg_url && !*pg_url)
+                pg_url = NULL;
+        test_reopen();
+        test_idempotency_key_per_project();
+        test_goodput();
+        _cleanup_free_ char *lead = fresh_target("lead");
+        test_leadership(lead);
+        test_display();
+        if (pg_url) {
+                test_same_schema();
+                test_lost_connection();
+                test_concurrent_migration();
+        } else {
+                test_not_a_database();
+                test_check_file(dir);
+                test_narrowed_mode();
+        }
         util_rm_rf(dir);
-        printf("store: ok\n");
+        printf("store (%s): ok\n", pg_url ? "postgresql" : "sqlite");
         return 0;
 }

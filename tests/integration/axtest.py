@@ -41,6 +41,14 @@ import urllib.error
 import urllib.request
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pgserver  # noqa: E402  (tests/pgserver.py, shared with meson's store tests)
+
+# A private PostgreSQL server (tests/pgserver.py): PgServer().create_database() gives a
+# URL for Cluster(db=...). PgUnavailable where PostgreSQL is not installed.
+PgServer = pgserver.PgServer
+PgUnavailable = pgserver.Unavailable
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -51,7 +59,9 @@ def _binary(var, *relpaths):
     path = os.environ.get(var)
     if path:
         return path
-    builddir = os.environ.get("AXTEST_BUILDDIR", os.path.join(SOURCE_ROOT, "build-tests"))
+    # Absolute: daemons may run in another working directory.
+    builddir = os.path.abspath(os.environ.get("AXTEST_BUILDDIR",
+                                              os.path.join(SOURCE_ROOT, "build-tests")))
     for rel in relpaths:
         if os.access(os.path.join(builddir, rel), os.X_OK):
             return os.path.join(builddir, rel)
@@ -427,10 +437,11 @@ def _die_with_parent():
 class Daemon:
     """One daemon process with its stderr (and stdout) in files of the cluster dir."""
 
-    def __init__(self, name, argv, logdir, env):
+    def __init__(self, name, argv, logdir, env, cwd=None):
         self.name = name
         self.argv = argv
         self.env = env
+        self.cwd = cwd
         self.stderr_path = os.path.join(logdir, "%s.stderr" % name)
         self.stdout_path = os.path.join(logdir, "%s.stdout" % name)
         self.proc = None
@@ -445,7 +456,7 @@ class Daemon:
         err.flush()
         out = subprocess.PIPE if capture_stdout else open(self.stdout_path, "ab")
         self.proc = subprocess.Popen(self.argv, stdout=out, stderr=err, env=self.env,
-                                     start_new_session=True, close_fds=True,
+                                     cwd=self.cwd, start_new_session=True, close_fds=True,
                                      preexec_fn=_die_with_parent)
         err.close()
         if not capture_stdout:
@@ -590,10 +601,12 @@ class Cluster:
     (one per agent) of extra argv, e.g. ["--topology", path]. agent_controllers, when
     given, turns (node, the controller URL its agent would use) into the agent's
     --controller value (several URLs, test_follow_leader); cli_url, when set, is axctl's
-    --url instead of the controller's URL."""
+    --url instead of the controller's URL. db: the controller's database, a PostgreSQL
+    URL (PgServer.create_database()); default a SQLite file in the cluster's directory."""
 
     def __init__(self, n_agents=2, lease_ms=None, grace_ms=None, controller_args=(),
-                 agent_args=None, relay=True, name="cluster", agent_controllers=None):
+                 agent_args=None, relay=True, name="cluster", agent_controllers=None,
+                 db=None):
         self.marker = uuid.uuid4().hex
         self.cgroup_prefix = "axtest-" + self.marker[:12]
         self.tmp = tempfile.mkdtemp(prefix="axtest-%s-" % name)
@@ -605,7 +618,7 @@ class Cluster:
         self.agent_controllers = agent_controllers or (lambda node, url: url)
         self.cli_url = None
         self.use_relay = relay
-        self.db = os.path.join(self.tmp, "state.db")
+        self.db = db or os.path.join(self.tmp, "state.db")
         self.url = None
         self.port = None
         self.controller = None
@@ -643,7 +656,10 @@ class Cluster:
     def start_controller(self, port=0, timeout=20):
         """Starts axctld and waits for its `listening on http://...` line."""
         listen = "127.0.0.1:%d" % port
-        self.controller = Daemon("axctld", self._controller_argv(listen), self.tmp, self.env)
+        # In the cluster's directory: with a URL for --db, axctld keeps its log-link key
+        # in its working directory.
+        self.controller = Daemon("axctld", self._controller_argv(listen), self.tmp, self.env,
+                                 cwd=self.tmp)
         proc = self.controller.start(capture_stdout=True)
         found = threading.Event()
         result = {}

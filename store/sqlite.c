@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The SQLite backend of the store (backend.h): one database file in WAL mode with
+ * synchronous=FULL, so a commit is on disk when it returns; the schema version in
+ * PRAGMA user_version; statements prepared once and kept. SQLite result codes become
+ * negative errno values here and go no further.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "util.h"
+
+struct StoreConn {
+        sqlite3 *db;
+        sqlite3_stmt *stmts[STORE_SLOTS];
+        char *path;
+        /* The file SQLite opened, held to compare with what the path names now. Closed
+         * only after SQLite's own descriptor: closing any descriptor of the file drops
+         * the process's POSIX locks on it, SQLite's included. */
+        int file_fd;
+};
+
+/* Maps SQLite's result codes onto errno values, so callers never see SQLite codes. */
+static int errno_from_sqlite(int rc) {
+        switch (rc & 0xff) {
+        case SQLITE_OK:
+        case SQLITE_DONE:
+        case SQLITE_ROW:
+                return 0;
+        case SQLITE_NOMEM:
+                return -ENOMEM;
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+                return -EBUSY;
+        case SQLITE_READONLY:
+        case SQLITE_PERM:
+        case SQLITE_AUTH:
+                return -EACCES;
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_CANTOPEN:
+                return -ENOENT;
+        case SQLITE_CONSTRAINT:
+                return -EEXIST;
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+                return -EBADMSG;
+        default:
+                return -EIO;
+        }
+}
+
+static bool sqlite_claims(const char *target) {
+        (void) target;
+        return true; /* any path: the backend of last resort */
+}
+
+static const char *sqlite_last_error(StoreConn *c) {
+        return c && c->db ? sqlite3_errmsg(c->db) : "no database";
+}
+
+static int exec(StoreConn *c, const char *sql) {
+        return errno_from_sqlite(sqlite3_exec(c->db, sql, NULL, NULL, NULL));
+}
+
+/* Applies the migrations after the database's own, up to the first `version`. */
+static int migrate(StoreConn *c, const char *const *migrations, int n_migrations,
+                   int version_wanted) {
+        sqlite3_stmt *st;
+        int rc = sqlite3_prepare_v2(c->db, "PRAGMA user_version", -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return errno_from_sqlite(rc);
+        int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+        sqlite3_finalize(st);
+        if (version > n_migrations)
+                return -EPROTO; /* written by a newer axctld */
+        for (int v = version; v < version_wanted; v++) {
+                int r = exec(c, "BEGIN IMMEDIATE");
+                if (r < 0)
+                        return r;
+                r = exec(c, migrations[v]);
+                if (r >= 0) {
+                        _cleanup_free_ char *set = xasprintf("PRAGMA user_version = %d", v + 1);
+                        r = exec(c, set);
+                }
+                if (r < 0) {
+                        exec(c, "ROLLBACK");
+                        return r;
+                }
+                if ((r = exec(c, "COMMIT")) < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Narrows an existing file of path+suffix to 0600 (owner's bits only). */
+static void narrow_mode(const char *path, const char *suffix) {
+        _cleanup_free_ char *name = xasprintf("%s%s", path, suffix);
+        int fd = open(name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+        if (fd < 0)
+                return;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07177) != 0)
+                (void) fchmod(fd, st.st_mode & 0600);
+        close(fd);
+}
+
+/*
+ * Keeps the database private to the controller's account whatever the umask: creates it
+ * 0600 (SQLite would make it 0644 less the umask, and it makes the -wal and -shm files
+ * with the database's own mode), and narrows a database an older axctld or an operator
+ * left wider. It holds every job's environment and the token hashes. Any error is left
+ * for SQLite to report.
+ */
+static void create_private(const char *path) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+        if (fd >= 0) {
+                (void) fchmod(fd, 0600);
+                close(fd);
+                return;
+        }
+        narrow_mode(path, "");
+        narrow_mode(path, "-wal");
+        narrow_mode(path, "-shm");
+}
+
+static void sqlite_close(StoreConn *c) {
+        if (!c)
+                return;
+        for (int i = 0; i < STORE_SLOTS; i++)
+                sqlite3_finalize(c->stmts[i]);
+        sqlite3_close_v2(c->db);
+        if (c->file_fd >= 0)
+                close(c->file_fd);
+        free(c->path);
+        free(c);
+}
+
+static int sqlite_open(const char *path, const char *const *migrations, int n_migrations,
+                       int version, StoreConn **ret_conn, char **ret_error) {
+        create_private(path);
+        StoreConn *c = xcalloc(1, sizeof(StoreConn));
+        c->path = xstrdup(path);
+        c->file_fd = -1;
+        int rc = sqlite3_open_v2(path, &c->db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 NULL);
+        int r = errno_from_sqlite(rc);
+        if (r < 0)
+                goto fail;
+        sqlite3_busy_timeout(c->db, 5000);
+        /* WAL + FULL: a commit is on disk when it returns, so a 2xx means durable. */
+        if ((r = exec(c, "PRAGMA journal_mode = WAL")) < 0 ||
+            (r = exec(c, "PRAGMA synchronous = FULL")) < 0 ||
+            (r = exec(c, "PRAGMA foreign_keys = ON")) < 0 ||
+            (r = migrate(c, migrations, n_migrations, version)) < 0)
+                goto fail;
+        c->file_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (c->file_fd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        *ret_conn = c;
+        return 0;
+fail:
+        if (ret_error)
+                *ret_error = r == -EPROTO ? xstrdup("the database is of a newer axctld")
+                             : c->db      ? xstrdup(sqlite3_errmsg(c->db))
+                                          : xstrdup(strerror(-r));
+        sqlite_close(c);
+        return r;
+}
+
+static int sqlite_check_file(StoreConn *c) {
+        struct stat open_st, path_st;
+        if (fstat(c->file_fd, &open_st) < 0 || stat(c->path, &path_st) < 0)
+                return -errno;
+        /* A path that names the open file is one of its links, so this also covers
+         * st_nlink == 0 (deleted): its path then names nothing (ENOENT) or another file. */
+        if (path_st.st_dev != open_st.st_dev || path_st.st_ino != open_st.st_ino)
+                return -ESTALE;
+        return 0;
+}
+
+static int sqlite_begin(StoreConn *c) {
+        return exec(c, "BEGIN IMMEDIATE");
+}
+
+static int sqlite_commit(StoreConn *c) {
+        return exec(c, "COMMIT");
+}
+
+static int sqlite_rollback(StoreConn *c) {
+        return exec(c, "ROLLBACK");
+}
+
+static int64_t row_int(const StoreRow *row, int i) {
+        sqlite3_stmt *st = row->cursor;
+        return sqlite3_column_type(st, i) == SQLITE_NULL ? STORE_NONE : sqlite3_column_int64(st, i);
+}
+
+static const char *row_text(const StoreRow *row, int i) {
+        return (const char *) sqlite3_column_text(row->cursor, i);
+}
+
+static void bind(sqlite3_stmt *st, int i, const StoreParam *p) {
+        if (p->is_text ? !p->text : p->value == STORE_NONE)
+                sqlite3_bind_null(st, i);
+        else if (p->is_text)
+                sqlite3_bind_text(st, i, p->text, -1, SQLITE_STATIC);
+        else
+                sqlite3_bind_int64(st, i, p->value);
+}
+
+static int sqlite_run(StoreConn *c, int slot, const char *sql, const StoreParam *params,
+                      int n_params, StoreRowCb row, void *ctx, int64_t *ret_changes) {
+        sqlite3_stmt *st = slot >= 0 && slot < STORE_SLOTS ? c->stmts[slot] : NULL;
+        bool keep = true;
+        if (st && sqlite3_stmt_busy(st))
+                st = NULL; /* run again from one of its own row callbacks */
+        if (!st) {
+                keep = slot >= 0 && slot < STORE_SLOTS && !c->stmts[slot];
+                int rc = sqlite3_prepare_v3(c->db, sql, -1, keep ? SQLITE_PREPARE_PERSISTENT : 0,
+                                            &st, NULL);
+                if (rc != SQLITE_OK)
+                        return errno_from_sqlite(rc);
+                if (keep)
+                        c->stmts[slot] = st;
+        }
+        for (int i = 0; i < n_params; i++)
+                bind(st, i + 1, &params[i]);
+        StoreRow current = {.get_int = row_int, .get_text = row_text, .cursor = st};
+        int rc, r = 0;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                if (row && (r = row(&current, ctx)) != 0)
+                        break;
+                current.index++;
+        }
+        if (r == 0 && rc != SQLITE_DONE)
+                r = errno_from_sqlite(rc);
+        if (r >= 0 && ret_changes)
+                *ret_changes = sqlite3_changes64(c->db);
+        if (keep) {
+                sqlite3_reset(st);
+                sqlite3_clear_bindings(st);
+        } else
+                sqlite3_finalize(st);
+        return r;
+}
+
+const StoreBackend store_sqlite_backend = {
+        .claims = sqlite_claims,
+        .open = sqlite_open,
+        .close = sqlite_close,
+        .last_error = sqlite_last_error,
+        .check_file = sqlite_check_file,
+        .begin = sqlite_begin,
+        .commit = sqlite_commit,
+        .rollback = sqlite_rollback,
+        .run = sqlite_run,
+        .now_ms_sql = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+        .lock_rows_sql = "",
+};
