@@ -9,6 +9,7 @@ job ends with the value of an uninterrupted run, `axctl wait` reports it, and
 `axctl logs -f` prints the whole log once."""
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -39,6 +40,14 @@ def ctl(urls, *args, timeout=30, input=None):
 
 
 class FollowLeaderTest(axtest.ClusterTestCase):
+    def database(self):
+        """The database the controllers share: None for the first's SQLite file."""
+        return None
+
+    def database_of_first(self, shared):
+        """The first controller's way to it (the PostgreSQL tests put a relay between)."""
+        return shared
+
     def submit(self, urls, job):
         p = ctl(urls, "submit", "-f", "-", input=json.dumps(job.spec))
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -66,13 +75,20 @@ class FollowLeaderTest(axtest.ClusterTestCase):
             first, second = urls["a"], urls["b"]
             return "%s,%s" % ((first, second) if node == "n1" else (second, first))
 
+        shared = self.database()
         a = axtest.Cluster(2, controller_args=args, relay=False, lease_ms=LEASE_MS,
                            grace_ms=500, name=self._testMethodName + "-a",
-                           agent_controllers=controllers)
+                           agent_controllers=controllers, db=self.database_of_first(shared))
         self.addCleanup(self._finish_cluster, a)
         b = axtest.Cluster(0, controller_args=args, relay=False, lease_ms=LEASE_MS,
-                           grace_ms=500, name=self._testMethodName + "-b")
-        b.db = a.db
+                           grace_ms=500, name=self._testMethodName + "-b", db=shared)
+        if shared is None:  # SQLite: the first cluster's file
+            b.db = a.db
+        # One log-link key for both (by default each makes its own beside its database
+        # or, on PostgreSQL, in its working directory).
+        key = ["--log-key-file", os.path.join(a.tmp, "shared.logkey")]
+        a.controller_args += key
+        b.controller_args += key
         self.addCleanup(self._finish_cluster, b)
         urls["a"] = a.start_controller()
         axtest.wait_for(lambda: role(a.url) == "leader", 10, "the first to lead")
