@@ -794,7 +794,8 @@ int main(int argc, char **argv) {
         sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
         log_info("shutting down");
         api_free(api);
-        if (settings.leader_elect && r != -ESTALE)
+        /* A clean stop hands over at once; a failed or deposed one has nothing to give. */
+        if (settings.leader_elect && r >= 0)
                 leadership_resign(&lead);
         ctl_free(ctl);
         close(ep);

@@ -16,9 +16,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "backend.h"
 #include "util.h"
@@ -30,8 +32,18 @@
 /* pg_advisory_xact_lock's key for migrations: "axct" and 1. */
 #define PG_MIGRATION_LOCK "7022348497584078849"
 
+/*
+ * How long one statement's answer may take. A server that stops answering without the
+ * connection breaking (a network that drops everything, a hung host, a relay that
+ * swallows bytes: TCP then never times out) would hang the controller's loop for good;
+ * past this the connection is dropped and the statement fails with -ETIMEDOUT. It is
+ * tcp_user_timeout's default below.
+ */
+#define PG_ANSWER_TIMEOUT_MS 10000
+
 struct StoreConn {
         PGconn *pg;
+        bool timed_out; /* the last statement got no answer in time: the connection is dropped */
         bool in_transaction;
         bool prepared[STORE_SLOTS];
         char error[512];
@@ -134,6 +146,8 @@ static void keep_error(StoreConn *c, const char *message) {
 /* Maps a failed result's SQLSTATE (or the connection's state) onto an errno value, so
  * callers never see libpq's codes. */
 static int errno_from_result(StoreConn *c, const PGresult *res) {
+        if (!res && c->timed_out)
+                return -ETIMEDOUT; /* answer() kept the message */
         keep_error(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
         const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
         if (!state || PQstatus(c->pg) == CONNECTION_BAD)
@@ -156,9 +170,61 @@ static int errno_from_result(StoreConn *c, const PGresult *res) {
         return -EIO;
 }
 
+static bool result_ok(const PGresult *res) {
+        ExecStatusType status = PQresultStatus(res);
+        return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+/* Gives up on a connection whose server does not answer: libpq sees it end at once. */
+static void drop_connection(StoreConn *c) {
+        c->timed_out = true;
+        (void) shutdown(PQsocket(c->pg), SHUT_RDWR);
+        for (PGresult *res; (res = PQgetResult(c->pg));)
+                PQclear(res);
+        snprintf(c->error, sizeof(c->error), "the database did not answer within %d s",
+                 PG_ANSWER_TIMEOUT_MS / 1000);
+}
+
+/*
+ * The answer to what was just sent (sent: what PQsend* returned), waited for at most
+ * PG_ANSWER_TIMEOUT_MS: PQexec's result (of several, the first failed one, else the
+ * last), or NULL when none came (the connection is then dropped, c->timed_out set).
+ */
+static PGresult *answer(StoreConn *c, int sent) {
+        c->timed_out = false;
+        if (!sent)
+                return NULL;
+        int64_t deadline = util_now_ms() + PG_ANSWER_TIMEOUT_MS;
+        PGresult *kept = NULL;
+        for (;;) {
+                while (PQisBusy(c->pg)) {
+                        int64_t left = deadline - util_now_ms();
+                        struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
+                        int n = left > 0 ? poll(&p, 1, (int) left) : 0;
+                        if (n == 0) {
+                                PQclear(kept);
+                                drop_connection(c);
+                                return NULL;
+                        }
+                        /* A broken connection: PQgetResult reports it. */
+                        if (n > 0 && !PQconsumeInput(c->pg))
+                                break;
+                }
+                PGresult *res = PQgetResult(c->pg);
+                if (!res)
+                        return kept;
+                if (kept && !result_ok(kept))
+                        PQclear(res);
+                else {
+                        PQclear(kept);
+                        kept = res;
+                }
+        }
+}
+
 /* Runs a command without parameters or rows; 0 or -errno. */
 static int exec(StoreConn *c, const char *sql) {
-        PGresult *res = PQexec(c->pg, sql);
+        PGresult *res = answer(c, PQsendQuery(c->pg, sql));
         ExecStatusType status = PQresultStatus(res);
         int r = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK ? 0
                                                                         : errno_from_result(c, res);
@@ -180,7 +246,7 @@ static int schema_version(StoreConn *c) {
         int r = exec(c, "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)");
         if (r < 0)
                 return r;
-        PGresult *res = PQexec(c->pg, "SELECT version FROM schema_version");
+        PGresult *res = answer(c, PQsendQuery(c->pg, "SELECT version FROM schema_version"));
         if (PQresultStatus(res) != PGRES_TUPLES_OK)
                 r = errno_from_result(c, res);
         else if (PQntuples(res) == 0)
@@ -273,8 +339,9 @@ static int pg_check_file(StoreConn *c) {
 /* Outside a transaction, a connection found lost is reset once (prepared statements go
  * with it). Within one, the loss is the transaction's failure, as SQLite's errors are. */
 static void reconnect_if_lost(StoreConn *c) {
-        if (c->in_transaction || PQstatus(c->pg) == CONNECTION_OK)
+        if (c->in_transaction || (PQstatus(c->pg) == CONNECTION_OK && !c->timed_out))
                 return;
+        c->timed_out = false;
         PQreset(c->pg);
         memset(c->prepared, 0, sizeof(c->prepared));
         if (PQstatus(c->pg) != CONNECTION_OK)
@@ -289,7 +356,7 @@ static int pg_begin(StoreConn *c) {
 }
 
 static int pg_commit(StoreConn *c) {
-        PGresult *res = PQexec(c->pg, "COMMIT");
+        PGresult *res = answer(c, PQsendQuery(c->pg, "COMMIT"));
         int r = 0;
         if (PQresultStatus(res) != PGRES_COMMAND_OK)
                 r = errno_from_result(c, res);
@@ -347,7 +414,7 @@ static int pg_run(StoreConn *c, int slot, const char *sql, const StoreParam *par
         snprintf(name, sizeof(name), "axs%d", slot);
         if (keep && !c->prepared[slot]) {
                 _cleanup_free_ char *text = pg_translate(sql);
-                res = PQprepare(c->pg, name, text, n_params, types);
+                res = answer(c, PQsendPrepare(c->pg, name, text, n_params, types));
                 int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : errno_from_result(c, res);
                 PQclear(res);
                 if (r < 0)
@@ -355,10 +422,11 @@ static int pg_run(StoreConn *c, int slot, const char *sql, const StoreParam *par
                 c->prepared[slot] = true;
         }
         if (keep)
-                res = PQexecPrepared(c->pg, name, n_params, values, NULL, NULL, 0);
+                res = answer(c, PQsendQueryPrepared(c->pg, name, n_params, values, NULL, NULL, 0));
         else {
                 _cleanup_free_ char *text = pg_translate(sql);
-                res = PQexecParams(c->pg, text, n_params, types, values, NULL, NULL, 0);
+                res = answer(
+                        c, PQsendQueryParams(c->pg, text, n_params, types, values, NULL, NULL, 0));
         }
         ExecStatusType status = PQresultStatus(res);
         int r = 0;
