@@ -49,6 +49,26 @@ import pgserver  # noqa: E402  (tests/pgserver.py, shared with meson's store tes
 PgServer = pgserver.PgServer
 PgUnavailable = pgserver.Unavailable
 
+
+def pg_missing():
+    """Why the PostgreSQL tests cannot run here, or None (for main(skip=...))."""
+    return None if pgserver.bindir() else "PostgreSQL is not installed"
+
+
+class WithPgServer:
+    """Mixed into a test case: one private PostgreSQL server (self.pg, fsync off) for
+    all the class's tests."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.pg = PgServer(fsync=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.pg.stop()
+        super().tearDownClass()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.path.dirname(os.path.dirname(HERE))
 

@@ -15,15 +15,7 @@ from test_failover import role
 from test_follow_leader import LEADER_LEASE_MS
 
 
-class PgFollowLeaderTest(test_follow_leader.FollowLeaderTest):
-    @classmethod
-    def setUpClass(cls):
-        cls.pg = axtest.PgServer(fsync=False)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.pg.stop()
-
+class PgFollowLeaderTest(axtest.WithPgServer, test_follow_leader.FollowLeaderTest):
     # Its controller's database does not matter: test_follow_leader runs it.
     test_first_url_dead = None
 
@@ -81,14 +73,5 @@ class PgFollowLeaderTest(test_follow_leader.FollowLeaderTest):
         self.assertNotIn("late", [j["name"] for j in b.list_jobs()])
 
 
-def main():
-    try:
-        axtest.PgServer(start=False)
-    except axtest.PgUnavailable as e:
-        print("skipping: %s" % e)
-        raise SystemExit(77)
-    axtest.main()
-
-
 if __name__ == "__main__":
-    main()
+    axtest.main(skip=axtest.pg_missing())

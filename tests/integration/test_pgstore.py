@@ -6,23 +6,13 @@ there, in the state it had; the URL's password shows in no log. Skipped (77) whe
 PostgreSQL is not installed."""
 
 import os
-import sys
-import unittest
 
 import axtest
 
 PASSWORD = "s3cret-never-logged"
 
 
-class PgStoreTest(axtest.ClusterTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.pg = axtest.PgServer(fsync=False)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.pg.stop()
-
+class PgStoreTest(axtest.WithPgServer, axtest.ClusterTestCase):
     def test_jobs_survive_a_sigkilled_controller(self):
         # The server trusts loopback, so the password is never asked for: it is here to
         # show that the controller does not log it.
@@ -62,7 +52,4 @@ class PgStoreTest(axtest.ClusterTestCase):
 
 
 if __name__ == "__main__":
-    if axtest.pgserver.bindir() is None:
-        print("skipping: PostgreSQL is not installed")
-        sys.exit(77)
-    unittest.main(verbosity=2)
+    axtest.main(skip=axtest.pg_missing())
