@@ -13,6 +13,7 @@
  * the same tables and columns. Statements run often are prepared once per connection
  * (again after a reset); results come back in text form.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
@@ -40,6 +41,72 @@
  * tcp_user_timeout's default below.
  */
 #define PG_ANSWER_TIMEOUT_MS 10000
+
+/*
+ * libpq, loaded with dlopen when a PostgreSQL database is opened, as axctl loads GnuTLS:
+ * Debian builds libpq against OpenSSL, and linked the usual way it would map libssl,
+ * Kerberos and LDAP into every axctld, SQLite's included, and make libpq5 a dependency of
+ * a controller that never uses it. The pointers have libpq-fe.h's types, so calls through
+ * them are checked like direct ones; soname 5 is libpq's stable ABI.
+ */
+#define LIBPQ_SONAME "libpq.so.5"
+
+/* X(name) for every libpq function used here. */
+#define PQ_FUNCTIONS(X)         \
+        X(PQclear)              \
+        X(PQcmdStatus)          \
+        X(PQcmdTuples)          \
+        X(PQconnectdbParams)    \
+        X(PQconsumeInput)       \
+        X(PQerrorMessage)       \
+        X(PQfinish)             \
+        X(PQgetResult)          \
+        X(PQgetisnull)          \
+        X(PQgetvalue)           \
+        X(PQisBusy)             \
+        X(PQntuples)            \
+        X(PQreset)              \
+        X(PQresultErrorField)   \
+        X(PQresultErrorMessage) \
+        X(PQresultStatus)       \
+        X(PQsendPrepare)        \
+        X(PQsendQuery)          \
+        X(PQsendQueryParams)    \
+        X(PQsendQueryPrepared)  \
+        X(PQsetNoticeProcessor) \
+        X(PQsocket)             \
+        X(PQstatus)
+
+static struct {
+#define X(f) __typeof__(f) *f;
+        PQ_FUNCTIONS(X)
+#undef X
+} pq;
+static bool pq_loaded;
+
+/* Loads libpq once per process; -ENOTSUP with *ret_error when it cannot be. */
+static int pq_load(char **ret_error) {
+        if (pq_loaded)
+                return 0;
+        /* Never unloaded: libpq and the libraries it brings keep global state. */
+        void *h = dlopen(LIBPQ_SONAME, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+                *ret_error = xasprintf("a PostgreSQL database needs libpq (Debian's libpq5): %s",
+                                       dlerror());
+                return -ENOTSUP;
+        }
+        bool complete = true;
+#define X(f) complete &= (pq.f = (__typeof__(f) *) dlsym(h, #f)) != NULL;
+        PQ_FUNCTIONS(X)
+#undef X
+        if (!complete) {
+                *ret_error = xasprintf("%s lacks a function axctld uses", LIBPQ_SONAME);
+                dlclose(h);
+                return -ENOTSUP;
+        }
+        pq_loaded = true;
+        return 0;
+}
 
 struct StoreConn {
         PGconn *pg;
@@ -148,10 +215,10 @@ static void keep_error(StoreConn *c, const char *message) {
 static int errno_from_result(StoreConn *c, const PGresult *res) {
         if (!res && c->timed_out)
                 return -ETIMEDOUT; /* answer() kept the message */
-        keep_error(c, res ? PQresultErrorMessage(res) : PQerrorMessage(c->pg));
-        const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-        if (!state || PQstatus(c->pg) == CONNECTION_BAD)
-                return PQstatus(c->pg) == CONNECTION_BAD ? -ENOTCONN : -EIO;
+        keep_error(c, res ? pq.PQresultErrorMessage(res) : pq.PQerrorMessage(c->pg));
+        const char *state = res ? pq.PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+        if (!state || pq.PQstatus(c->pg) == CONNECTION_BAD)
+                return pq.PQstatus(c->pg) == CONNECTION_BAD ? -ENOTCONN : -EIO;
         if (strncmp(state, "23", 2) == 0) /* integrity: unique, check, not null */
                 return -EEXIST;
         if (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0 ||
@@ -171,16 +238,16 @@ static int errno_from_result(StoreConn *c, const PGresult *res) {
 }
 
 static bool result_ok(const PGresult *res) {
-        ExecStatusType status = PQresultStatus(res);
+        ExecStatusType status = pq.PQresultStatus(res);
         return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
 }
 
 /* Gives up on a connection whose server does not answer: libpq sees it end at once. */
 static void drop_connection(StoreConn *c) {
         c->timed_out = true;
-        (void) shutdown(PQsocket(c->pg), SHUT_RDWR);
-        for (PGresult *res; (res = PQgetResult(c->pg));)
-                PQclear(res);
+        (void) shutdown(pq.PQsocket(c->pg), SHUT_RDWR);
+        for (PGresult *res; (res = pq.PQgetResult(c->pg));)
+                pq.PQclear(res);
         snprintf(c->error, sizeof(c->error), "the database did not answer within %d s",
                  PG_ANSWER_TIMEOUT_MS / 1000);
 }
@@ -197,26 +264,26 @@ static PGresult *answer(StoreConn *c, int sent) {
         int64_t deadline = util_now_ms() + PG_ANSWER_TIMEOUT_MS;
         PGresult *kept = NULL;
         for (;;) {
-                while (PQisBusy(c->pg)) {
+                while (pq.PQisBusy(c->pg)) {
                         int64_t left = deadline - util_now_ms();
-                        struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
+                        struct pollfd p = {.fd = pq.PQsocket(c->pg), .events = POLLIN};
                         int n = left > 0 ? poll(&p, 1, (int) left) : 0;
                         if (n == 0) {
-                                PQclear(kept);
+                                pq.PQclear(kept);
                                 drop_connection(c);
                                 return NULL;
                         }
                         /* A broken connection: PQgetResult reports it. */
-                        if (n > 0 && !PQconsumeInput(c->pg))
+                        if (n > 0 && !pq.PQconsumeInput(c->pg))
                                 break;
                 }
-                PGresult *res = PQgetResult(c->pg);
+                PGresult *res = pq.PQgetResult(c->pg);
                 if (!res)
                         return kept;
                 if (kept && !result_ok(kept))
-                        PQclear(res);
+                        pq.PQclear(res);
                 else {
-                        PQclear(kept);
+                        pq.PQclear(kept);
                         kept = res;
                 }
         }
@@ -224,11 +291,11 @@ static PGresult *answer(StoreConn *c, int sent) {
 
 /* Runs a command without parameters or rows; 0 or -errno. */
 static int exec(StoreConn *c, const char *sql) {
-        PGresult *res = answer(c, PQsendQuery(c->pg, sql));
-        ExecStatusType status = PQresultStatus(res);
+        PGresult *res = answer(c, pq.PQsendQuery(c->pg, sql));
+        ExecStatusType status = pq.PQresultStatus(res);
         int r = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK ? 0
                                                                         : errno_from_result(c, res);
-        PQclear(res);
+        pq.PQclear(res);
         return r;
 }
 
@@ -246,14 +313,14 @@ static int schema_version(StoreConn *c) {
         int r = exec(c, "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)");
         if (r < 0)
                 return r;
-        PGresult *res = answer(c, PQsendQuery(c->pg, "SELECT version FROM schema_version"));
-        if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        PGresult *res = answer(c, pq.PQsendQuery(c->pg, "SELECT version FROM schema_version"));
+        if (pq.PQresultStatus(res) != PGRES_TUPLES_OK)
                 r = errno_from_result(c, res);
-        else if (PQntuples(res) == 0)
+        else if (pq.PQntuples(res) == 0)
                 r = exec(c, "INSERT INTO schema_version (version) VALUES (0)");
         else
-                r = atoi(PQgetvalue(res, 0, 0));
-        PQclear(res);
+                r = atoi(pq.PQgetvalue(res, 0, 0));
+        pq.PQclear(res);
         return r;
 }
 
@@ -291,12 +358,21 @@ fail:
 static void pg_close(StoreConn *c) {
         if (!c)
                 return;
-        PQfinish(c->pg);
+        pq.PQfinish(c->pg);
         free(c);
 }
 
 static int pg_open(const char *target, const char *const *migrations, int n_migrations, int version,
                    StoreConn **ret_conn, char **ret_error) {
+        char *load_error = NULL;
+        int r = pq_load(&load_error);
+        if (r < 0) {
+                if (ret_error)
+                        *ret_error = load_error;
+                else
+                        free(load_error);
+                return r;
+        }
         StoreConn *c = xcalloc(1, sizeof(StoreConn));
         /* Defaults a target may override: give up on a server that does not answer or
          * stops acknowledging, rather than hang the controller's loop for minutes. */
@@ -309,16 +385,15 @@ static int pg_open(const char *target, const char *const *migrations, int n_migr
                                         "dbname",
                                         NULL};
         const char *const values[] = {"10", "5", "2", "3", "10000", "axctld", target, NULL};
-        c->pg = PQconnectdbParams(keywords, values, 1);
-        int r = 0;
+        c->pg = pq.PQconnectdbParams(keywords, values, 1);
         if (!c->pg) {
                 r = -ENOMEM;
                 keep_error(c, "out of memory");
-        } else if (PQstatus(c->pg) != CONNECTION_OK) {
+        } else if (pq.PQstatus(c->pg) != CONNECTION_OK) {
                 r = -ENOTCONN;
-                keep_error(c, PQerrorMessage(c->pg));
+                keep_error(c, pq.PQerrorMessage(c->pg));
         } else {
-                PQsetNoticeProcessor(c->pg, ignore_notice, NULL);
+                pq.PQsetNoticeProcessor(c->pg, ignore_notice, NULL);
                 r = migrate(c, migrations, n_migrations, version);
         }
         if (r < 0) {
@@ -339,13 +414,13 @@ static int pg_check_file(StoreConn *c) {
 /* Outside a transaction, a connection found lost is reset once (prepared statements go
  * with it). Within one, the loss is the transaction's failure, as SQLite's errors are. */
 static void reconnect_if_lost(StoreConn *c) {
-        if (c->in_transaction || (PQstatus(c->pg) == CONNECTION_OK && !c->timed_out))
+        if (c->in_transaction || (pq.PQstatus(c->pg) == CONNECTION_OK && !c->timed_out))
                 return;
         c->timed_out = false;
-        PQreset(c->pg);
+        pq.PQreset(c->pg);
         memset(c->prepared, 0, sizeof(c->prepared));
-        if (PQstatus(c->pg) != CONNECTION_OK)
-                keep_error(c, PQerrorMessage(c->pg));
+        if (pq.PQstatus(c->pg) != CONNECTION_OK)
+                keep_error(c, pq.PQerrorMessage(c->pg));
 }
 
 static int pg_begin(StoreConn *c) {
@@ -356,16 +431,16 @@ static int pg_begin(StoreConn *c) {
 }
 
 static int pg_commit(StoreConn *c) {
-        PGresult *res = answer(c, PQsendQuery(c->pg, "COMMIT"));
+        PGresult *res = answer(c, pq.PQsendQuery(c->pg, "COMMIT"));
         int r = 0;
-        if (PQresultStatus(res) != PGRES_COMMAND_OK)
+        if (pq.PQresultStatus(res) != PGRES_COMMAND_OK)
                 r = errno_from_result(c, res);
-        else if (strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+        else if (strcmp(pq.PQcmdStatus(res), "COMMIT") != 0) {
                 /* A transaction that failed earlier ends in ROLLBACK, reported as success. */
                 keep_error(c, "the transaction was rolled back");
                 r = -EIO;
         }
-        PQclear(res);
+        pq.PQclear(res);
         c->in_transaction = false;
         return r;
 }
@@ -377,14 +452,14 @@ static int pg_rollback(StoreConn *c) {
 
 static int64_t row_int(const StoreRow *row, int i) {
         const PGresult *res = row->cursor;
-        if (PQgetisnull(res, row->index, i))
+        if (pq.PQgetisnull(res, row->index, i))
                 return STORE_NONE;
-        return strtoll(PQgetvalue(res, row->index, i), NULL, 10);
+        return strtoll(pq.PQgetvalue(res, row->index, i), NULL, 10);
 }
 
 static const char *row_text(const StoreRow *row, int i) {
         const PGresult *res = row->cursor;
-        return PQgetisnull(res, row->index, i) ? NULL : PQgetvalue(res, row->index, i);
+        return pq.PQgetisnull(res, row->index, i) ? NULL : pq.PQgetvalue(res, row->index, i);
 }
 
 static int pg_run(StoreConn *c, int slot, const char *sql, const StoreParam *params, int n_params,
@@ -414,33 +489,34 @@ static int pg_run(StoreConn *c, int slot, const char *sql, const StoreParam *par
         snprintf(name, sizeof(name), "axs%d", slot);
         if (keep && !c->prepared[slot]) {
                 _cleanup_free_ char *text = pg_translate(sql);
-                res = answer(c, PQsendPrepare(c->pg, name, text, n_params, types));
-                int r = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : errno_from_result(c, res);
-                PQclear(res);
+                res = answer(c, pq.PQsendPrepare(c->pg, name, text, n_params, types));
+                int r = pq.PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : errno_from_result(c, res);
+                pq.PQclear(res);
                 if (r < 0)
                         return r;
                 c->prepared[slot] = true;
         }
         if (keep)
-                res = answer(c, PQsendQueryPrepared(c->pg, name, n_params, values, NULL, NULL, 0));
+                res = answer(c,
+                             pq.PQsendQueryPrepared(c->pg, name, n_params, values, NULL, NULL, 0));
         else {
                 _cleanup_free_ char *text = pg_translate(sql);
-                res = answer(
-                        c, PQsendQueryParams(c->pg, text, n_params, types, values, NULL, NULL, 0));
+                res = answer(c, pq.PQsendQueryParams(c->pg, text, n_params, types, values, NULL,
+                                                     NULL, 0));
         }
-        ExecStatusType status = PQresultStatus(res);
+        ExecStatusType status = pq.PQresultStatus(res);
         int r = 0;
         if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK)
                 r = errno_from_result(c, res);
         /* The whole result is here, so a row callback may run statements of its own. */
         StoreRow current = {.get_int = row_int, .get_text = row_text, .cursor = res};
-        int n_rows = r == 0 ? PQntuples(res) : 0;
+        int n_rows = r == 0 ? pq.PQntuples(res) : 0;
         for (; row && current.index < n_rows; current.index++)
                 if ((r = row(&current, ctx)) != 0)
                         break;
         if (r >= 0 && ret_changes)
-                *ret_changes = strtoll(PQcmdTuples(res), NULL, 10);
-        PQclear(res);
+                *ret_changes = strtoll(pq.PQcmdTuples(res), NULL, 10);
+        pq.PQclear(res);
         return r;
 }
 
