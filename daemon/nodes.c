@@ -212,7 +212,6 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
         r->signal = rr->signal;
         if (!rank_desired(r))
                 return; /* we stopped it: this is the confirmation */
-        tr_node_bump(t, node); /* it leaves the node's desired set */
         if (!health_detect(&seen, &f)) {
                 tr_rank(t, job, r, RANK_SUCCEEDED);
                 for (int i = 0; i < job->n_ranks; i++)

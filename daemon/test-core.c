@@ -139,6 +139,17 @@ static void test_turn(void) {
         CHECK_INT(n1->alive_ranks, 1);
         CHECK(turn_take_effects(&t, TURN_SWEEP) == TURN_SWEEP);
 
+        /* One known dead (its node was lost) leaves it too: no kill to confirm, but the
+         * version grows all the same, as an agent told its version is unchanged keeps
+         * what that version listed. */
+        Rank *r1 = &job->ranks[1];
+        tr_rank_gone(&t, job, r1);
+        uint64_t v2 = n1->version;
+        CHECK(tr_rank(&t, job, r1, RANK_LOST));
+        CHECK(n1->version > v2);
+        CHECK_INT(r1->stop_version, 0);
+        CHECK_INT(n1->alive_ranks, 0);
+
         /* Illegal: refused, counted, nothing changes and nothing is written. */
         int before = events(store, job->id);
         CHECK(!tr_rank(&t, job, r0, RANK_RUNNING));

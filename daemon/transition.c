@@ -266,17 +266,22 @@ bool tr_rank(Turn *t, Job *job, Rank *r, RankState to) {
                 snprintf(what, sizeof(what), "job %lld rank %d", (long long) job->id, r->rank);
                 return refuse(t, what, rank_state_to_string(r->state), rank_state_to_string(to));
         }
-        /* A rank known dead needs no kill, so no confirmation: its node keeps its version. */
-        bool leaves = rank_desired(r) && to != RANK_ASSIGNED && to != RANK_RUNNING && r->alive;
+        bool leaves = rank_desired(r) && to != RANK_ASSIGNED && to != RANK_RUNNING;
         r->state = to;
         turn_rank_dirty(t, job, r);
         if (!leaves)
                 return true;
+        /* The node's desired set changed, so its version grows: an agent that applied
+         * the old one must not be told it is unchanged (api/, docs/PROTOCOL.md). */
         Node *node = model_node_find(t->model, r->node_name);
-        if (node) {
+        if (node)
                 tr_node_bump(t, node);
+        /* A rank known dead needs no kill, so no confirmation. */
+        if (!r->alive)
+                return true;
+        if (node)
                 r->stop_version = node->version;
-        } else
+        else
                 tr_rank_gone(t, job, r); /* nothing left to confirm it */
         return true;
 }

@@ -82,9 +82,10 @@ bool tr_node_allowed(NodeState from, NodeState to);
 /* Moves job to state `to`; reason (NULL: keep) becomes its reason. False if illegal. */
 bool tr_job(Turn *t, Job *job, JobState to, const char *reason);
 /*
- * Moves a rank of job's current attempt. An alive rank that leaves the desired states
- * (assigned, running) leaves its node's desired set: the node's version grows and the
- * rank stays alive until its agent confirms it gone.
+ * Moves a rank of job's current attempt. A rank that leaves the desired states
+ * (assigned, running) leaves its node's desired set, so the node's version grows (equal
+ * versions mean equal desired sets); an alive one stays alive until its agent confirms
+ * it gone.
  */
 bool tr_rank(Turn *t, Job *job, Rank *r, RankState to);
 /* The rank's process is known to be gone: its node's capacity is free again. */
