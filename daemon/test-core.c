@@ -190,6 +190,84 @@ static void test_turn(void) {
         store_close(store);
 }
 
+/* The active list is what it says: each member knows its place, and no job is lost. */
+static void check_active(const Model *m, int want) {
+        CHECK_INT(m->n_active, want);
+        for (int i = 0; i < m->n_active; i++)
+                CHECK(m->active[i]->active && m->active[i]->active_pos == i);
+        for (int i = 0; i < m->n_jobs; i++) {
+                const Job *job = m->jobs[i];
+                bool holds = false;
+                for (int k = 0; k < job->n_ranks; k++)
+                        holds |= job->ranks[k].alive;
+                /* Over and holding nothing, it must be out; otherwise it must be in. */
+                CHECK(job->active == (!job_state_is_terminal(job->state) || holds));
+        }
+}
+
+/*
+ * Jobs leave the active list when they are over and hold nothing, and a prune looks only
+ * at the jobs that ended or lost a rank since the last one, not at the whole list.
+ */
+static void test_active_list(void) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/active.db", tmpdir);
+        Store *store = NULL;
+        CHECK(store_open(path, &store) == 0);
+        Model m;
+        model_init(&m);
+        Turn t;
+        turn_init(&t, store, &m);
+        node_new(&m, "n1");
+        Job *placed = job_new(&m, 2);
+        int rank_node[2] = {0, 0};
+        SchedPlacement pl = {.job = placed->id, .n_ranks = 2, .rank_node = rank_node};
+        CHECK(tr_attempt_start(&t, placed, &pl, m.nodes));
+        enum {
+                WAITING = 1000
+        };
+        Job *waiting[WAITING];
+        for (int i = 0; i < WAITING; i++)
+                waiting[i] = job_new(&m, 1);
+        model_active_prune(&m);
+        check_active(&m, WAITING + 1);
+
+        /* Three of the waiting jobs are cancelled, the first one twice over: the prune
+         * looks at those three and takes them out, wherever they were. */
+        CHECK(tr_job(&t, waiting[0], JOB_CANCELLED, "by test"));
+        CHECK(tr_job(&t, waiting[0], JOB_CANCELLED, "again"));
+        CHECK(tr_job(&t, waiting[500], JOB_CANCELLED, "by test"));
+        CHECK(tr_job(&t, waiting[WAITING - 1], JOB_CANCELLED, "by test"));
+        CHECK_INT(m.n_ending, 3);
+        model_active_prune(&m);
+        CHECK_INT(m.n_ending, 0);
+        check_active(&m, WAITING - 2);
+
+        /* A job that failed keeps its place while a rank may still be alive. */
+        tr_job_stop_ranks(&t, placed);
+        CHECK(tr_attempt_end(&t, placed, END_CANCELLED, NULL, NULL));
+        CHECK(tr_job(&t, placed, JOB_CANCELLED, "by test"));
+        model_active_prune(&m);
+        check_active(&m, WAITING - 2);
+        CHECK(placed->active);
+        tr_rank_gone(&t, placed, &placed->ranks[0]);
+        model_active_prune(&m);
+        CHECK(placed->active);
+        check_active(&m, WAITING - 2);
+        /* Its last rank confirmed gone: out. */
+        tr_rank_gone(&t, placed, &placed->ranks[1]);
+        CHECK_INT(m.n_ending, 1);
+        model_active_prune(&m);
+        check_active(&m, WAITING - 3);
+        /* An empty prune does nothing. */
+        model_active_prune(&m);
+        check_active(&m, WAITING - 3);
+
+        turn_clear(&t);
+        model_clear(&m);
+        store_close(store);
+}
+
 /* Sleeps until the scheduler may run again: its interval grows with the last pass's
  * duration, which a sanitizer build stretches. */
 static void wait_for_scheduler(Controller *ctl) {
@@ -685,6 +763,7 @@ int main(void) {
         tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
         test_turn();
+        test_active_list();
         test_controller_turns();
         test_failed_turn();
         test_hostile_node();

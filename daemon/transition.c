@@ -236,6 +236,7 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
         if (job_state_is_terminal(to)) {
                 if (job->finished_ms == 0)
                         job->finished_ms = util_wall_ms();
+                model_active_recheck(t->model, job);
                 t->effects |= TURN_SWEEP;
         }
         turn_job_dirty(t, job);
@@ -256,6 +257,7 @@ void tr_rank_gone(Turn *t, Job *job, Rank *r) {
         Node *node = model_node_find(t->model, r->node_name);
         if (node)
                 model_node_hold(node, job, r, -1);
+        model_active_recheck(t->model, job);
         turn_rank_dirty(t, job, r);
         t->effects |= TURN_SWEEP | TURN_SCHEDULE | TURN_SCHEDULE_FULL;
 }
