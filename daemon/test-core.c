@@ -97,12 +97,18 @@ static Node *node_new(Model *m, const char *name) {
         return node;
 }
 
-/* The turn: what each transition records, on a store of its own. */
-static void test_turn(void) {
+/* A store of its own, for a test that drives the model and the turn directly. */
+static Store *store_of_test(const char *name) {
         char path[256];
-        snprintf(path, sizeof(path), "%s/turn.db", tmpdir);
+        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
         Store *store = NULL;
         CHECK(store_open(path, &store) == 0);
+        return store;
+}
+
+/* The turn: what each transition records, on a store of its own. */
+static void test_turn(void) {
+        Store *store = store_of_test("turn");
         Model m;
         model_init(&m);
         Turn t;
@@ -210,10 +216,7 @@ static void check_active(const Model *m, int want) {
  * at the jobs that ended or lost a rank since the last one, not at the whole list.
  */
 static void test_active_list(void) {
-        char path[256];
-        snprintf(path, sizeof(path), "%s/active.db", tmpdir);
-        Store *store = NULL;
-        CHECK(store_open(path, &store) == 0);
+        Store *store = store_of_test("active");
         Model m;
         model_init(&m);
         Turn t;
