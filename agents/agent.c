@@ -92,6 +92,7 @@ struct Agent {
         size_t response_len;
         bool registered;
         int64_t version;
+        WireSyncAnswer desired; /* the last whole answer: what an unchanged one means */
         bool dirty;
         int64_t retry_at_ms;
         bool failing; /* the last request failed: log recovery once */
@@ -353,6 +354,7 @@ Agent *agent_free(Agent *a) {
         free(a->probe_reason);
         free(a->state_reason);
         free(a->health.reason);
+        wire_sync_answer_clear(&a->desired);
         if (a->sigfd >= 0)
                 close(a->sigfd);
         url_list_done(&a->controllers);
@@ -481,7 +483,8 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
                 }
                 body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts, a->n_ckpts,
                                              &a->health, a->request_id);
-                url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64,
+                url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64
+                                "&accept=" WIRE_ACCEPT_UNCHANGED,
                                 agent_controller(a), wait_ms, a->version);
                 a->request_timeout_ms = wait_ms + agent_patience_ms(a, 5000);
         }
@@ -821,7 +824,8 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                          " ms)",
                          a->cfg.node, agent_controller(a), a->lease_ms, a->sync_period_ms);
                 a->registered = true;
-                a->version = 0;
+                a->version = 0; /* never a controller's: the next answer is whole */
+                wire_sync_answer_clear(&a->desired);
                 agent_sweep_orphans(a);
                 a->dirty = true;
                 return;
@@ -832,14 +836,31 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 agent_request_failed(a, now, "Controller sent a malformed answer to sync");
                 return;
         }
+        if (ans.unchanged && (ans.version != a->version || !a->desired.json)) {
+                /* It cannot be the state we applied: ask for the whole one. */
+                wire_sync_answer_clear(&ans);
+                wire_sync_answer_clear(&a->desired);
+                a->version = 0;
+                agent_request_failed(a, now,
+                                     "Controller answered sync with an unchanged "
+                                     "version this agent does not have");
+                return;
+        }
         if (ans.lease_ms > 0)
                 a->lease_ms = ans.lease_ms;
         agent_contact_ok(a);
-        if (ans.version != a->version)
-                log_debug("Desired state version %" PRId64 ": %zu ranks", ans.version, ans.n_ranks);
-        a->version = ans.version;
-        agent_converge(a, &ans, id, now);
-        wire_sync_answer_clear(&ans);
+        if (ans.unchanged)
+                wire_sync_answer_clear(&ans);
+        else {
+                if (ans.version != a->version)
+                        log_debug("Desired state version %" PRId64 ": %zu ranks", ans.version,
+                                  ans.n_ranks);
+                wire_sync_answer_clear(&a->desired);
+                a->desired = ans;
+                a->version = ans.version;
+        }
+        /* Again with an unchanged answer: exits reported since are let go of. */
+        agent_converge(a, &a->desired, id, now);
 }
 
 static void agent_http_process(Agent *a, int64_t now) {

@@ -75,7 +75,10 @@ struct Request {
         /* Long-poll of an agent sync (in Api.polls while held). */
         LongPoll poll;
         bool polling;
-        uint64_t wait_version;
+        /* The sync's: the desired version its agent applied, and whether it takes the
+         * short answer while that version stands. */
+        uint64_t applied_version;
+        bool accepts_unchanged;
         /* Suspended until the turn that wrote for it commits (in Api.committing). */
         bool suspended;
         Request *next_waiting;
@@ -97,6 +100,7 @@ struct Api {
         /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
         uint64_t answers[_ROUTE_MAX + 1][6];
         Histogram latency[_ROUTE_MAX + 1];
+        uint64_t sync_answers[2]; /* whole, unchanged */
 };
 
 static int64_t now_us(void) {
@@ -597,6 +601,18 @@ static void handle_register(Api *api, Request *req) {
         json_decref(j);
 }
 
+/*
+ * A sync's answer: the node's desired ranks, or, to an agent that accepts it and has
+ * applied the node's version, the short answer that they did not change. The version
+ * grows with every change of the desired set (daemon/transition.c), so an equal version
+ * means an equal set, and the answer costs nothing to render.
+ */
+static void request_set_sync_answer(Api *api, Request *req, Node *node) {
+        bool unchanged = req->accepts_unchanged && node->version == req->applied_version;
+        api->sync_answers[unchanged]++;
+        request_set_answer(req, 200, view_desired(api->ctl, node, unchanged));
+}
+
 /* Returns true when the request should wait for a change of its node's state. */
 static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
         int64_t wait_ms = query_int(con, "wait_ms", 0), version = query_int(con, "version", 0);
@@ -605,6 +621,8 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                                   "must be a non-negative integer");
                 return false;
         }
+        req->applied_version = (uint64_t) version;
+        req->accepts_unchanged = wire_accepts(query(con, "accept"), WIRE_ACCEPT_UNCHANGED);
         json_t *j = parse_body(req);
         if (!j)
                 return false;
@@ -635,11 +653,10 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                         wait = true;
                         req->polling = true;
                         req->poll.node = node->index;
-                        req->wait_version = (uint64_t) version;
                         req->poll.deadline_ms =
                                 util_now_ms() + (wait_ms < period ? wait_ms : period);
                 } else
-                        request_set_answer(req, 200, view_desired(api->ctl, node));
+                        request_set_sync_answer(api, req, node);
                 wire_sync_clear(&msg);
         }
         json_decref(j);
@@ -687,6 +704,13 @@ static void handle_metrics(Api *api, Request *req) {
                          r < _ROUTE_MAX ? api_routes[r].path : "unknown");
                 metrics_write_histogram(f, "axctl_api_request_seconds", labels, &api->latency[r]);
         }
+        metrics_write_header(f, "axctl_agent_sync_answers_total", "counter",
+                             "Answers to agent syncs: the whole desired state, or the short "
+                             "answer that it did not change.");
+        fprintf(f, "axctl_agent_sync_answers_total{body=\"whole\"} %llu\n",
+                (unsigned long long) api->sync_answers[false]);
+        fprintf(f, "axctl_agent_sync_answers_total{body=\"unchanged\"} %llu\n",
+                (unsigned long long) api->sync_answers[true]);
         fclose(f);
         free(req->answer);
         req->status = 200;
@@ -1194,7 +1218,7 @@ static void poll_answer(Api *api, Request *r, const char *failure) {
         if (failure)
                 request_set_unavailable(r, failure); /* its turn did not commit */
         else if (r->poll.node < n)
-                request_set_answer(r, 200, view_desired(api->ctl, nodes[r->poll.node]));
+                request_set_sync_answer(api, r, nodes[r->poll.node]);
         else
                 request_set_error(r, 404, "unknown_node", NULL, "node is gone");
         MHD_resume_connection(r->connection);
@@ -1218,7 +1242,7 @@ void api_after_commit(Api *api) {
                 LongPoll *next;
                 for (LongPoll *p = longpolls_of_node(&api->polls, changed[i]->index); p; p = next) {
                         next = p->node_next;
-                        if (request_of_poll(p)->wait_version != changed[i]->version) {
+                        if (request_of_poll(p)->applied_version != changed[i]->version) {
                                 poll_answer(api, request_of_poll(p), NULL);
                                 resumed = true;
                         }

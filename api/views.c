@@ -149,12 +149,14 @@ static void add_desired(void *userdata, Job *job, Rank *rank) {
         };
 }
 
-json_t *view_desired(Controller *ctl, Node *node) {
+json_t *view_desired(Controller *ctl, Node *node, bool unchanged) {
         DesiredCtx c = {.ctl = ctl,
                         .answer = {.version = (int64_t) node->version,
                                    .lease_ms = ctl_config(ctl)->lease_ms,
-                                   .sync_period_ms = ctl_config(ctl)->sync_period_ms}};
-        ctl_node_desired_foreach(ctl, node, add_desired, &c);
+                                   .sync_period_ms = ctl_config(ctl)->sync_period_ms,
+                                   .unchanged = unchanged}};
+        if (!unchanged)
+                ctl_node_desired_foreach(ctl, node, add_desired, &c);
         json_t *j = wire_sync_answer_encode(&c.answer);
         for (size_t i = 0; i < c.answer.n_ranks; i++) {
                 json_decref(c.answer.ranks[i].argv);

@@ -480,6 +480,56 @@ static void test_parse_sync_answer(void) {
         CHECK(wire_sync_answer_parse(NULL, &a) < 0);
 }
 
+/*
+ * The short answer to a sync whose agent already applied the node's version: the same
+ * version, lease and period, no ranks. An agent that does not announce it reads it as
+ * malformed, which is why the controller sends it only to agents that do.
+ */
+static void test_sync_answer_unchanged(void) {
+        WireSyncAnswer in = {
+                .version = 12, .lease_ms = 5000, .sync_period_ms = 1000, .unchanged = true};
+        json_t *j = wire_sync_answer_encode(&in);
+        check_dump(j, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,"
+                      "\"unchanged\":true}");
+        WireSyncAnswer out;
+        CHECK_INT(wire_sync_answer_parse(json_incref(j), &out), 0);
+        CHECK(out.unchanged && out.version == 12 && out.lease_ms == 5000 &&
+              out.sync_period_ms == 1000);
+        CHECK_INT(out.n_ranks, 0);
+        CHECK(!wire_sync_answer_find(&out, (WireRankKey){7, 1, 0}));
+        wire_sync_answer_clear(&out);
+        json_decref(j);
+
+        /* A whole answer is not unchanged, whatever its version. */
+        CHECK_INT(wire_sync_answer_parse(load("{\"version\": 12, \"ranks\": [],"
+                                              " \"unchanged\": false}"),
+                                         &out),
+                  0);
+        CHECK(!out.unchanged);
+        wire_sync_answer_clear(&out);
+        /* Both, or a short answer without its version: neither can be trusted. */
+        CHECK(wire_sync_answer_parse(load("{\"version\": 12, \"ranks\": [],"
+                                          " \"unchanged\": true}"),
+                                     &out) == -EBADMSG);
+        CHECK(wire_sync_answer_parse(load("{\"unchanged\": true}"), &out) == -EBADMSG);
+        CHECK(wire_sync_answer_parse(load("{\"version\": 12, \"unchanged\": 1}"), &out) ==
+              -EBADMSG);
+}
+
+/* The accept list of a sync's query: whole names only, in any place of the list. */
+static void test_accepts(void) {
+        CHECK(wire_accepts("unchanged", WIRE_ACCEPT_UNCHANGED));
+        CHECK(wire_accepts("gzip,unchanged", WIRE_ACCEPT_UNCHANGED));
+        CHECK(wire_accepts("unchanged,later", WIRE_ACCEPT_UNCHANGED));
+        CHECK(wire_accepts(",,unchanged,", WIRE_ACCEPT_UNCHANGED));
+        CHECK(!wire_accepts(NULL, WIRE_ACCEPT_UNCHANGED));
+        CHECK(!wire_accepts("", WIRE_ACCEPT_UNCHANGED));
+        CHECK(!wire_accepts("unchange", WIRE_ACCEPT_UNCHANGED));
+        CHECK(!wire_accepts("unchangedx,xunchanged", WIRE_ACCEPT_UNCHANGED));
+        CHECK(!wire_accepts("Unchanged", WIRE_ACCEPT_UNCHANGED));
+        CHECK(!wire_accepts("unchanged ", WIRE_ACCEPT_UNCHANGED));
+}
+
 /* The error of the single desired rank of an answer built from one entry's JSON. */
 static char *entry_error(const char *entry) {
         char *text = xasprintf("{\"version\": 1, \"ranks\": [%s]}", entry);
@@ -668,6 +718,8 @@ int main(void) {
         test_sync();
         test_sync_answer_round_trip();
         test_parse_sync_answer();
+        test_sync_answer_unchanged();
+        test_accepts();
         test_hostile_answers();
         test_error();
         printf("wire: ok\n");

@@ -33,12 +33,18 @@ static json_t *encode_desired(const WireDesiredRank *d) {
 }
 
 json_t *wire_sync_answer_encode(const WireSyncAnswer *a) {
+        json_t *o = json_pack("{s:I,s:I,s:I}", "version", (json_int_t) a->version, "lease_ms",
+                              (json_int_t) a->lease_ms, "sync_period_ms",
+                              (json_int_t) a->sync_period_ms);
+        if (a->unchanged) {
+                json_object_set_new(o, "unchanged", json_true());
+                return o;
+        }
         json_t *ranks = json_array();
         for (size_t i = 0; i < a->n_ranks; i++)
                 json_array_append_new(ranks, encode_desired(&a->ranks[i]));
-        return json_pack("{s:I,s:I,s:I,s:o}", "version", (json_int_t) a->version, "lease_ms",
-                         (json_int_t) a->lease_ms, "sync_period_ms", (json_int_t) a->sync_period_ms,
-                         "ranks", ranks);
+        json_object_set_new(o, "ranks", ranks);
+        return o;
 }
 
 _printf_(2, 3) static void desired_error(char **error, const char *fmt, ...) {
@@ -219,14 +225,18 @@ static int parse_desired(json_t *o, WireDesiredRank *d) {
 int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret) {
         json_t *ranks = json_object_get(json, "ranks");
         json_t *version = json_object_get(json, "version");
-        if (!json_is_object(json) || !json_is_array(ranks) || !json_is_integer(version) ||
-            json_array_size(ranks) > WIRE_MAX_RANKS) {
+        /* Whole or short, never both: an answer that lists ranks and says they did not
+         * change is not to be trusted either way. */
+        bool unchanged = json_is_true(json_object_get(json, "unchanged"));
+        if (!json_is_object(json) || unchanged == json_is_array(ranks) ||
+            !json_is_integer(version) || json_array_size(ranks) > WIRE_MAX_RANKS) {
                 json_decref(json);
                 return -EBADMSG;
         }
         WireSyncAnswer a = {
                 .json = json,
                 .version = json_integer_value(version),
+                .unchanged = unchanged,
                 .ranks = xcalloc(json_array_size(ranks) + 1, sizeof(WireDesiredRank)),
         };
         int64_t lease = json_int(json, "lease_ms", 0), period = json_int(json, "sync_period_ms", 0);

@@ -197,3 +197,15 @@ void wire_sync_clear(WireSync *s) {
         s->checkpoints = NULL;
         s->n_ranks = s->n_checkpoints = 0;
 }
+
+bool wire_accepts(const char *list, const char *capability) {
+        size_t n = strlen(capability);
+        for (const char *p = list; p && *p;) {
+                size_t len = strcspn(p, ",");
+                if (len == n && strncmp(p, capability, n) == 0)
+                        return true;
+                p += len;
+                p += *p == ',';
+        }
+        return false;
+}

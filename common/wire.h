@@ -121,6 +121,16 @@ json_t *wire_sync_encode(const WireSync *s);
 int wire_sync_parse(json_t *json, WireSync *ret, JsonError *err);
 void wire_sync_clear(WireSync *sync);
 
+/*
+ * What the agent understands in an answer, beyond what every agent does: the sync's
+ * `accept` query parameter, a comma-separated list. It travels in the query, not the
+ * body, because a controller ignores query parameters it does not know but refuses
+ * unknown body fields: agents and controllers can then be upgraded in either order.
+ */
+#define WIRE_ACCEPT_UNCHANGED "unchanged" /* the short answer of an unchanged version */
+/* Whether list (the parameter's value; NULL when absent) names capability. */
+bool wire_accepts(const char *list, const char *capability);
+
 /* ---- POST /v1/agent/sync: the answer ---- */
 
 /* How the controller names a rank (the agent's RankKey). */
@@ -153,18 +163,23 @@ typedef struct WireSyncAnswer {
         int64_t version;
         int64_t lease_ms; /* 0 when absent */
         int64_t sync_period_ms; /* 0 when absent */
+        /* The desired ranks are still those of version, which the agent said it applied
+         * (it accepts WIRE_ACCEPT_UNCHANGED): none are sent. */
+        bool unchanged;
         WireDesiredRank *ranks;
         size_t n_ranks;
 } WireSyncAnswer;
 
+/* {"version","lease_ms","sync_period_ms","ranks"}, or "unchanged": true for "ranks". */
 json_t *wire_sync_answer_encode(const WireSyncAnswer *a);
 /*
  * Decodes a sync answer, taking over the reference to json. -EBADMSG when the answer is
- * not a sync answer or lists more than WIRE_MAX_RANKS ranks (the agent keeps its state
- * and, without a good answer, fences itself at the end of its lease). A desired rank
- * whose key cannot be read is dropped; one whose other fields are wrong or over a limit
- * is still recognised by its key (so it is neither killed nor started twice) and carries
- * an error that becomes its launch failure.
+ * not a sync answer (neither ranks nor unchanged, or both) or lists more than
+ * WIRE_MAX_RANKS ranks (the agent keeps its state and, without a good answer, fences
+ * itself at the end of its lease). A desired rank whose key cannot be read is dropped;
+ * one whose other fields are wrong or over a limit is still recognised by its key (so it
+ * is neither killed nor started twice) and carries an error that becomes its launch
+ * failure.
  */
 int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret);
 void wire_sync_answer_clear(WireSyncAnswer *a);

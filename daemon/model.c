@@ -19,6 +19,7 @@ void model_clear(Model *m) {
                 node_free(m->nodes[i]);
         free(m->jobs);
         free(m->active);
+        free(m->ending);
         free(m->nodes);
         strmap_free(m->idempotency);
         strmap_free(m->node_index);
@@ -47,8 +48,17 @@ void model_active_add(Model *m, Job *job) {
         if (job->active)
                 return;
         GROW(m->active, m->n_active, m->cap_active);
+        job->active_pos = m->n_active;
         m->active[m->n_active++] = job;
         job->active = true;
+}
+
+void model_active_recheck(Model *m, Job *job) {
+        if (!job->active || job->ending)
+                return;
+        GROW(m->ending, m->n_ending, m->cap_ending);
+        m->ending[m->n_ending++] = job;
+        job->ending = true;
 }
 
 /* A project name has no '/' (spec.c), so "<project>/<key>" is unambiguous. */
@@ -97,18 +107,21 @@ int model_jobs_retire(Model *m, int64_t before_ms) {
 }
 
 void model_active_prune(Model *m) {
-        int w = 0;
-        for (int j = 0; j < m->n_active; j++) {
-                Job *job = m->active[j];
+        for (int j = 0; j < m->n_ending; j++) {
+                Job *job = m->ending[j];
+                job->ending = false;
                 bool keep = !job_state_is_terminal(job->state);
                 for (int k = 0; !keep && k < job->n_ranks; k++)
                         keep = job->ranks[k].alive;
                 if (keep)
-                        m->active[w++] = job;
-                else
-                        job->active = false;
+                        continue;
+                /* The last job takes its place. */
+                Job *last = m->active[--m->n_active];
+                m->active[job->active_pos] = last;
+                last->active_pos = job->active_pos;
+                job->active = false;
         }
-        m->n_active = w;
+        m->n_ending = 0;
 }
 
 void model_node_lease_drop(Model *m, Node *node) {

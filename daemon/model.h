@@ -107,7 +107,9 @@ typedef struct Job {
         /* Its goodput figures are in the store (it ended, and a turn wrote them): the
          * fleet's sums read them there, not from its timeline. */
         bool goodput_saved;
-        bool active; /* in the controller's active list */
+        bool active; /* in the controller's active list, at active_pos */
+        int active_pos;
+        bool ending; /* in the model's list of active jobs that may have ended */
         bool in_pass; /* already a candidate of the scheduling pass being built */
         bool in_running; /* already among the running jobs of the snapshot being built */
 } Job;
@@ -185,6 +187,10 @@ typedef struct Model {
         int n_jobs, cap_jobs;
         Job **active; /* jobs not terminal, or with ranks that may still be alive */
         int n_active, cap_active;
+        /* Active jobs that ended or lost a rank since the last prune: the only ones it
+         * needs to look at. */
+        Job **ending;
+        int n_ending, cap_ending;
         StrMap *idempotency; /* "<project>/<key>" -> Job: a key is its project's own */
         StrMap *node_index; /* name -> Node */
         Node **nodes; /* never removed; Node.index is the position */
@@ -204,10 +210,13 @@ void model_job_add(Model *m, Job *job);
 /* The job of project that was submitted with idempotency key, or NULL. */
 Job *model_job_by_key(const Model *m, const char *project, const char *key);
 void model_active_add(Model *m, Job *job);
+/* job ended or lost a rank: the next model_active_prune sees whether it holds nothing. */
+void model_active_recheck(Model *m, Job *job);
 /* Frees the jobs over before before_ms (wall) that are not active (hold nothing): they
  * stay in the store (persist_load_job). Returns how many. */
 int model_jobs_retire(Model *m, int64_t before_ms);
-/* Drops jobs that are over and hold nothing from the active list. */
+/* Drops the jobs given to model_active_recheck that are over and hold nothing from the
+ * active list; the work follows those jobs, not the list. The list's order is not kept. */
 void model_active_prune(Model *m);
 void model_node_add(Model *m, Node *node);
 /* Contact from the node's agent at now_ms (monotonic): its lease starts again. */

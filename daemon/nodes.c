@@ -212,7 +212,6 @@ static void rank_report(Controller *ctl, Node *node, const WireRankReport *rr) {
         r->signal = rr->signal;
         if (!rank_desired(r))
                 return; /* we stopped it: this is the confirmation */
-        tr_node_bump(t, node); /* it leaves the node's desired set */
         if (!health_detect(&seen, &f)) {
                 tr_rank(t, job, r, RANK_SUCCEEDED);
                 for (int i = 0; i < job->n_ranks; i++)
@@ -377,6 +376,12 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
         for (int i = 0; i < msg->n_ranks; i++)
                 rank_report(ctl, node, &msg->ranks[i]);
         ranks_missing(ctl, node, msg, applied_version);
+        /* A version above the node's came from another controller: one that led before a
+         * failover, with its clock ahead of ours (versions restart from the clock). Ours
+         * move past it, so that equal versions keep meaning one desired state: an agent
+         * told "unchanged" must really have it. */
+        if (applied_version > node->version)
+                tr_node_version_above(t, node, applied_version);
         *ret_node = node;
         return 0;
 }

@@ -97,12 +97,18 @@ static Node *node_new(Model *m, const char *name) {
         return node;
 }
 
-/* The turn: what each transition records, on a store of its own. */
-static void test_turn(void) {
+/* A store of its own, for a test that drives the model and the turn directly. */
+static Store *store_of_test(const char *name) {
         char path[256];
-        snprintf(path, sizeof(path), "%s/turn.db", tmpdir);
+        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
         Store *store = NULL;
         CHECK(store_open(path, &store) == 0);
+        return store;
+}
+
+/* The turn: what each transition records, on a store of its own. */
+static void test_turn(void) {
+        Store *store = store_of_test("turn");
         Model m;
         model_init(&m);
         Turn t;
@@ -139,6 +145,17 @@ static void test_turn(void) {
         CHECK_INT(n1->alive_ranks, 1);
         CHECK(turn_take_effects(&t, TURN_SWEEP) == TURN_SWEEP);
 
+        /* One known dead (its node was lost) leaves it too: no kill to confirm, but the
+         * version grows all the same, as an agent told its version is unchanged keeps
+         * what that version listed. */
+        Rank *r1 = &job->ranks[1];
+        tr_rank_gone(&t, job, r1);
+        uint64_t v2 = n1->version;
+        CHECK(tr_rank(&t, job, r1, RANK_LOST));
+        CHECK(n1->version > v2);
+        CHECK_INT(r1->stop_version, 0);
+        CHECK_INT(n1->alive_ranks, 0);
+
         /* Illegal: refused, counted, nothing changes and nothing is written. */
         int before = events(store, job->id);
         CHECK(!tr_rank(&t, job, r0, RANK_RUNNING));
@@ -173,6 +190,81 @@ static void test_turn(void) {
         turn_event(&t, 0, "n1", "test", "not written");
         CHECK_INT(events(store, 0), n_before);
         CHECK_INT(t.failed, -ENOSPC);
+
+        turn_clear(&t);
+        model_clear(&m);
+        store_close(store);
+}
+
+/* The active list is what it says: each member knows its place, and no job is lost. */
+static void check_active(const Model *m, int want) {
+        CHECK_INT(m->n_active, want);
+        for (int i = 0; i < m->n_active; i++)
+                CHECK(m->active[i]->active && m->active[i]->active_pos == i);
+        for (int i = 0; i < m->n_jobs; i++) {
+                const Job *job = m->jobs[i];
+                bool holds = false;
+                for (int k = 0; k < job->n_ranks; k++)
+                        holds |= job->ranks[k].alive;
+                /* Over and holding nothing, it must be out; otherwise it must be in. */
+                CHECK(job->active == (!job_state_is_terminal(job->state) || holds));
+        }
+}
+
+/*
+ * Jobs leave the active list when they are over and hold nothing, and a prune looks only
+ * at the jobs that ended or lost a rank since the last one, not at the whole list.
+ */
+static void test_active_list(void) {
+        Store *store = store_of_test("active");
+        Model m;
+        model_init(&m);
+        Turn t;
+        turn_init(&t, store, &m);
+        node_new(&m, "n1");
+        Job *placed = job_new(&m, 2);
+        int rank_node[2] = {0, 0};
+        SchedPlacement pl = {.job = placed->id, .n_ranks = 2, .rank_node = rank_node};
+        CHECK(tr_attempt_start(&t, placed, &pl, m.nodes));
+        enum {
+                WAITING = 1000
+        };
+        Job *waiting[WAITING];
+        for (int i = 0; i < WAITING; i++)
+                waiting[i] = job_new(&m, 1);
+        model_active_prune(&m);
+        check_active(&m, WAITING + 1);
+
+        /* Three of the waiting jobs are cancelled, the first one twice over: the prune
+         * looks at those three and takes them out, wherever they were. */
+        CHECK(tr_job(&t, waiting[0], JOB_CANCELLED, "by test"));
+        CHECK(tr_job(&t, waiting[0], JOB_CANCELLED, "again"));
+        CHECK(tr_job(&t, waiting[500], JOB_CANCELLED, "by test"));
+        CHECK(tr_job(&t, waiting[WAITING - 1], JOB_CANCELLED, "by test"));
+        CHECK_INT(m.n_ending, 3);
+        model_active_prune(&m);
+        CHECK_INT(m.n_ending, 0);
+        check_active(&m, WAITING - 2);
+
+        /* A job that failed keeps its place while a rank may still be alive. */
+        tr_job_stop_ranks(&t, placed);
+        CHECK(tr_attempt_end(&t, placed, END_CANCELLED, NULL, NULL));
+        CHECK(tr_job(&t, placed, JOB_CANCELLED, "by test"));
+        model_active_prune(&m);
+        check_active(&m, WAITING - 2);
+        CHECK(placed->active);
+        tr_rank_gone(&t, placed, &placed->ranks[0]);
+        model_active_prune(&m);
+        CHECK(placed->active);
+        check_active(&m, WAITING - 2);
+        /* Its last rank confirmed gone: out. */
+        tr_rank_gone(&t, placed, &placed->ranks[1]);
+        CHECK_INT(m.n_ending, 1);
+        model_active_prune(&m);
+        check_active(&m, WAITING - 3);
+        /* An empty prune does nothing. */
+        model_active_prune(&m);
+        check_active(&m, WAITING - 3);
 
         turn_clear(&t);
         model_clear(&m);
@@ -565,6 +657,13 @@ static void test_restart_keeps_nodes(void) {
         WireSync same = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1", .healthy = true};
         CHECK(ctl_node_sync(ctl, &same, 0, &ret, &err) == 0);
         CHECK(ret == n1 && n1->connected);
+        /* A version from a controller whose clock ran ahead: ours moves past it. */
+        uint64_t ahead = n1->version + 5000000;
+        CHECK(ctl_node_sync(ctl, &same, ahead, &ret, &err) == 0);
+        CHECK(n1->version > ahead && n1->changed);
+        uint64_t now_at = n1->version; /* an agent at our version moves nothing */
+        CHECK(ctl_node_sync(ctl, &same, now_at, &ret, &err) == 0);
+        CHECK(n1->version == now_at);
         CHECK(model_lease_oldest(&ctl->model) == ctl_node_find(ctl, "n2")); /* n1 touched */
         WireSync other = {
                 .node = "n2", .boot_id = "boot-1", .agent_id = "agent-2", .healthy = true};
@@ -674,6 +773,7 @@ int main(void) {
         tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
         test_turn();
+        test_active_list();
         test_controller_turns();
         test_failed_turn();
         test_hostile_node();

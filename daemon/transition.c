@@ -236,6 +236,7 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
         if (job_state_is_terminal(to)) {
                 if (job->finished_ms == 0)
                         job->finished_ms = util_wall_ms();
+                model_active_recheck(t->model, job);
                 t->effects |= TURN_SWEEP;
         }
         turn_job_dirty(t, job);
@@ -256,6 +257,7 @@ void tr_rank_gone(Turn *t, Job *job, Rank *r) {
         Node *node = model_node_find(t->model, r->node_name);
         if (node)
                 model_node_hold(node, job, r, -1);
+        model_active_recheck(t->model, job);
         turn_rank_dirty(t, job, r);
         t->effects |= TURN_SWEEP | TURN_SCHEDULE | TURN_SCHEDULE_FULL;
 }
@@ -266,17 +268,22 @@ bool tr_rank(Turn *t, Job *job, Rank *r, RankState to) {
                 snprintf(what, sizeof(what), "job %lld rank %d", (long long) job->id, r->rank);
                 return refuse(t, what, rank_state_to_string(r->state), rank_state_to_string(to));
         }
-        /* A rank known dead needs no kill, so no confirmation: its node keeps its version. */
-        bool leaves = rank_desired(r) && to != RANK_ASSIGNED && to != RANK_RUNNING && r->alive;
+        bool leaves = rank_desired(r) && to != RANK_ASSIGNED && to != RANK_RUNNING;
         r->state = to;
         turn_rank_dirty(t, job, r);
         if (!leaves)
                 return true;
+        /* The node's desired set changed, so its version grows: an agent that applied
+         * the old one must not be told it is unchanged (api/, docs/PROTOCOL.md). */
         Node *node = model_node_find(t->model, r->node_name);
-        if (node) {
+        if (node)
                 tr_node_bump(t, node);
+        /* A rank known dead needs no kill, so no confirmation. */
+        if (!r->alive)
+                return true;
+        if (node)
                 r->stop_version = node->version;
-        } else
+        else
                 tr_rank_gone(t, job, r); /* nothing left to confirm it */
         return true;
 }
@@ -305,6 +312,13 @@ bool tr_node(Turn *t, Node *node, NodeState to, const char *reason) {
         turn_node_dirty(t, node);
         t->effects |= TURN_SCHEDULE | TURN_SCHEDULE_FULL;
         return true;
+}
+
+void tr_node_version_above(Turn *t, Node *node, uint64_t version) {
+        if (version <= node->version)
+                return;
+        node->version = version;
+        tr_node_bump(t, node);
 }
 
 void tr_node_bump(Turn *t, Node *node) {

@@ -82,9 +82,10 @@ bool tr_node_allowed(NodeState from, NodeState to);
 /* Moves job to state `to`; reason (NULL: keep) becomes its reason. False if illegal. */
 bool tr_job(Turn *t, Job *job, JobState to, const char *reason);
 /*
- * Moves a rank of job's current attempt. An alive rank that leaves the desired states
- * (assigned, running) leaves its node's desired set: the node's version grows and the
- * rank stays alive until its agent confirms it gone.
+ * Moves a rank of job's current attempt. A rank that leaves the desired states
+ * (assigned, running) leaves its node's desired set, so the node's version grows (equal
+ * versions mean equal desired sets); an alive one stays alive until its agent confirms
+ * it gone.
  */
 bool tr_rank(Turn *t, Job *job, Rank *r, RankState to);
 /* The rank's process is known to be gone: its node's capacity is free again. */
@@ -93,6 +94,9 @@ void tr_rank_gone(Turn *t, Job *job, Rank *r);
 void tr_job_stop_ranks(Turn *t, Job *job);
 /* Moves node to state `to` with reason (NULL: keep). False if illegal. */
 bool tr_node(Turn *t, Node *node, NodeState to, const char *reason);
+/* Moves node's version past version (one an agent holds from another controller, that
+ * led before a failover with its clock ahead), and marks the node changed. */
+void tr_node_version_above(Turn *t, Node *node, uint64_t version);
 /* A node's desired set changed without a rank leaving it (registration). */
 void tr_node_bump(Turn *t, Node *node);
 /*

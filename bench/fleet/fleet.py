@@ -86,6 +86,8 @@ def main():
     p.add_argument("--db", help="use (and keep) this database instead of a fresh one")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--axctld-arg", action="append", default=[])
+    p.add_argument("--no-unchanged", action="store_true",
+                   help="agents older than the short sync answer: every answer whole")
     args = p.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="axfleet-")
@@ -97,7 +99,8 @@ def main():
                             "--backlog", str(args.backlog), "--rank-min-s", str(args.rank_min_s),
                             "--rank-max-s", str(args.rank_max_s),
                             "--ramp-per-s", str(args.ramp_per_s),
-                            "--lease-ms", str(args.lease_ms), "--warmup-s", str(args.warmup)],
+                            "--lease-ms", str(args.lease_ms), "--warmup-s", str(args.warmup)]
+                           + (["--no-unchanged"] if args.no_unchanged else []),
                            stdout=subprocess.PIPE)
     t0 = time.monotonic()
     out = {}
@@ -122,6 +125,8 @@ def main():
     out["node_lost_restarts"] = node_lost_total(url) - lost_before
     m = re.search(r'axctl_nodes\{state="down"\} (\d+)', get(url + "/metrics"))
     out["nodes_down"] = int(m.group(1)) if m else 0
+    out["whole_answers"] = sum(int(n) for n in re.findall(
+        r'axctl_agent_sync_answers_total\{body="whole"\} (\d+)', get(url + "/metrics")))
     health = json.loads(get(url + "/healthz"))
     out["ready_nodes"] = health.get("ready_nodes")
     simout = sim.communicate(timeout=60)[0].decode()

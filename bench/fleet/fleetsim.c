@@ -6,10 +6,12 @@
  * rank that ended) drops the held poll and goes out at once with wait_ms=0 on a new
  * connection. Ranks "run" for a random time and exit 0. A submitter keeps a backlog of
  * 8-rank jobs waiting. Agents that hear nothing for a lease fence their ranks, as the
- * real supervisors do, and are counted.
+ * real supervisors do, and are counted. Agents take the short "unchanged" answer, as
+ * axagent does, unless --no-unchanged makes them agents older than it.
  *
  *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
  *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
+ *            [--no-unchanged]
  *
  * Prints one JSON object of figures on stdout when done (or on SIGINT/SIGTERM).
  */
@@ -42,6 +44,7 @@ typedef struct SimRank {
         int attempt, rank;
         int64_t end_ms; /* when it exits on its own */
         bool exited;
+        bool listed; /* in the last whole answer: what an unchanged one means */
         int exit_code, signal;
 } SimRank;
 
@@ -89,6 +92,7 @@ static struct {
         const char *prefix;
         int lease_ms;
         int warmup_s; /* figures count from then on */
+        bool whole_only; /* never ask for the short answer (an older agent) */
 } opt = {.warmup_s = 20,
          .nodes = 100,
          .seconds = 60,
@@ -108,7 +112,7 @@ static volatile sig_atomic_t stop;
 static double *exit_lat;
 static size_t n_exit_lat, cap_exit_lat;
 static long n_syncs, n_registers, n_connect_fail, n_http_errors, n_404, n_409, n_fences,
-        n_rank_starts, n_rank_exits, n_submits, n_submit_fail;
+        n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_unchanged;
 static long status_counts[6];
 static int64_t max_silence_ms;
 static int64_t measure_from_ms;
@@ -239,8 +243,9 @@ static void agent_send(Agent *a) {
                                  "health", "healthy", 1, "reason", "");
                 a->c.wait_ms = a->dirty ? 0 : 1000;
                 a->c.urgent = urgent && a->dirty;
-                snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld",
-                         (long long) a->c.wait_ms, (long long) a->version);
+                snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld%s",
+                         (long long) a->c.wait_ms, (long long) a->version,
+                         opt.whole_only ? "" : "&accept=unchanged");
         }
         char *text = json_dumps(body, JSON_COMPACT);
         json_decref(body);
@@ -263,11 +268,23 @@ static void agent_recompute_end(Agent *a) {
  * exited ranks the controller no longer lists. */
 static void agent_apply(Agent *a, json_t *ans, int64_t now) {
         json_t *v = json_object_get(ans, "version");
-        if (json_is_integer(v))
-                a->version = json_integer_value(v);
         json_t *desired = json_object_get(ans, "ranks");
-        if (!json_is_array(desired))
-                return; /* unchanged */
+        if (json_is_true(json_object_get(ans, "unchanged"))) {
+                n_unchanged++;
+                if (json_integer_value(v) != a->version) {
+                        n_http_errors++; /* not the state we applied: ask for it whole */
+                        a->version = 0;
+                        return;
+                }
+                /* The last whole answer still holds: exits reported since are let go. */
+                for (int k = 0; k < a->n_ranks; k++)
+                        if (a->ranks[k].exited && !a->ranks[k].listed)
+                                a->ranks[k--] = a->ranks[--a->n_ranks];
+                return;
+        }
+        if (!json_is_integer(v) || !json_is_array(desired))
+                return;
+        a->version = json_integer_value(v);
         bool listed[MAX_RANKS] = {0};
         size_t i;
         json_t *d;
@@ -309,6 +326,8 @@ static void agent_apply(Agent *a, json_t *ans, int64_t now) {
                 a->ranks[k].signal = 9;
                 a->dirty = true;
         }
+        for (int k = 0; k < a->n_ranks; k++)
+                a->ranks[k].listed = listed[k];
         agent_recompute_end(a);
 }
 
@@ -516,7 +535,7 @@ static void on_signal(int sig) {
 static void usage(void) {
         fprintf(stderr, "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
                         "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
-                        "[--prefix P] [--lease-ms L] [--warmup-s W]\n");
+                        "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged]\n");
         exit(2);
 }
 
@@ -532,6 +551,7 @@ int main(int argc, char **argv) {
                 {"prefix", required_argument, NULL, 'p'},
                 {"lease-ms", required_argument, NULL, 'l'},
                 {"warmup-s", required_argument, NULL, 'w'},
+                {"no-unchanged", no_argument, NULL, 'U'},
                 {NULL, 0, NULL, 0},
         };
         static char host[64];
@@ -569,6 +589,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'w':
                         opt.warmup_s = atoi(optarg);
+                        break;
+                case 'U':
+                        opt.whole_only = true;
                         break;
                 default:
                         usage();
@@ -626,13 +649,14 @@ int main(int argc, char **argv) {
         qsort(exit_lat, n_exit_lat, sizeof(double), cmp_double);
         double secs = (double) (now_ms() - start) / 1000.0;
         printf("{\"nodes\":%d,\"seconds\":%.1f,\"registers\":%ld,\"syncs\":%ld,"
-               "\"syncs_per_s\":%.0f,\"rank_starts\":%ld,\"rank_exits\":%ld,\"submits\":%ld,"
+               "\"syncs_per_s\":%.0f,\"unchanged_answers\":%ld,\"rank_starts\":%ld,\"rank_exits\":%"
+               "ld,\"submits\":%ld,"
                "\"submit_failures\":%ld,\"exit_syncs\":%zu,\"exit_sync_p50_ms\":%.1f,"
                "\"exit_sync_p99_ms\":%.1f,\"exit_sync_max_ms\":%.1f,\"connect_failures\":%ld,"
                "\"http_errors\":%ld,\"answers_404\":%ld,\"answers_409\":%ld,\"self_fences\":%ld,"
                "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f}\n",
-               opt.nodes, secs, n_registers, n_syncs, (double) n_syncs / secs, n_rank_starts,
-               n_rank_exits, n_submits, n_submit_fail, n_exit_lat,
+               opt.nodes, secs, n_registers, n_syncs, (double) n_syncs / secs, n_unchanged,
+               n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_exit_lat,
                percentile(exit_lat, n_exit_lat, 0.5), percentile(exit_lat, n_exit_lat, 0.99),
                percentile(exit_lat, n_exit_lat, 1.0), n_connect_fail, n_http_errors, n_404, n_409,
                n_fences, (long long) max_silence_ms, (double) clock() / CLOCKS_PER_SEC / secs);

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The short answer to a sync (issue 13, docs/PROTOCOL.md "POST /v1/agent/sync"):
+
+- An agent that announces `accept=unchanged` and has applied its node's desired version
+  is answered without the ranks while that version stands. The real axagent keeps its
+  ranks and its lease on such answers for several leases, and still sees every change.
+- A sync without the capability (an agent older than it) gets the whole desired state,
+  at once and after a hold, so a rolling upgrade fences nothing.
+"""
+
+import re
+import time
+import unittest
+
+import axtest
+
+
+def sync_answers(c):
+    """The controller's count of sync answers by body: {"whole": n, "unchanged": n}."""
+    text = c.api_ok("GET", "/metrics")
+    found = dict(re.findall(r'^axctl_agent_sync_answers_total\{body="(\w+)"\} (\d+)$', text, re.M))
+    return {body: int(found.get(body, 0)) for body in ("whole", "unchanged")}
+
+
+class SyncAnswerTest(axtest.ClusterTestCase):
+    def test_agent_keeps_its_ranks_on_short_answers_and_sees_changes(self):
+        # A short lease, so that a lease not renewed by short answers would show.
+        c = self.start_cluster(1, lease_ms=2000, grace_ms=500)
+        job = c.work_job("steady", steps=100000, step_ms=50, checkpoint_every=1000)
+        job.id = c.submit(job.spec)["id"]
+        pid = c.wait_running(job.id)[0]["pid"]
+
+        # Nothing changes for n1 now: its agent's syncs are held and answered short.
+        # Three leases of them: the ranks would have fenced themselves had any not
+        # counted as contact.
+        before = sync_answers(c)
+        started = time.monotonic()
+        axtest.wait_for(lambda: time.monotonic() - started > 3 * 2.0
+                        and sync_answers(c)["unchanged"] - before["unchanged"] >= 6,
+                        20, "three leases of short answers", interval=0.2)
+        after = sync_answers(c)
+        self.assertEqual(after["whole"], before["whole"],
+                         "a sync of an unchanged node was answered with its whole state")
+        self.assertTrue(axtest.pid_alive(pid), "the rank was stopped on short answers")
+        view = c.job(job.id)
+        self.assertEqual((view["state"], view["attempt"]), ("running", 1), view["reason"])
+        self.assertEqual(view["ranks"][0]["pid"], pid)
+
+        # Changes still reach the agent: a new job starts, the first one stops.
+        other = c.work_job("next", steps=100000, step_ms=50, checkpoint_every=1000)
+        other.id = c.submit(other.spec)["id"]
+        c.wait_running(other.id)
+        self.assertEqual(c.cancel(job.id)[0], 200)
+        axtest.wait_for(lambda: not axtest.pid_alive(pid), 10, "the cancelled rank stopped")
+        self.assertEqual(c.wait_job(job.id)["state"], "cancelled")
+        self.assertEqual(c.job(other.id)["state"], "running")
+        self.assertGreater(sync_answers(c)["whole"], after["whole"])
+        self.assertEqual(c.cancel(other.id)[0], 200)
+        c.wait_job(other.id)
+
+    def test_a_sync_without_the_capability_gets_the_whole_answer(self):
+        c = self.start_cluster(0)
+        identity = {"node": "old1", "boot_id": "boot-old1", "agent_id": "a" * 32}
+        register = dict(identity, address="127.0.0.1:9", inventory={"cpus": 8, "memory_mb": 16000})
+        c.api_ok("POST", "/v1/agent/register", register, expect=(200,))
+        body = dict(identity, ranks=[], health={"healthy": True, "reason": ""})
+
+        def sync(query):
+            return c.api_ok("POST", "/v1/agent/sync?" + query, body, expect=(200,))
+
+        first = sync("wait_ms=0&version=0&accept=unchanged")
+        v = first["version"]
+        whole = {"version": v, "lease_ms": first["lease_ms"],
+                 "sync_period_ms": first["sync_period_ms"], "ranks": []}
+        short = {"version": v, "lease_ms": first["lease_ms"],
+                 "sync_period_ms": first["sync_period_ms"], "unchanged": True}
+        self.assertEqual(first, whole, "an agent that applied nothing gets the whole state")
+
+        # Without the capability (or with only others): the whole state, at once and
+        # at the end of a hold.
+        for query in ("wait_ms=0&version=%d", "wait_ms=300&version=%d",
+                      "wait_ms=0&version=%d&accept=gzip", "wait_ms=0&version=%d&accept=unchanged2"):
+            self.assertEqual(sync(query % v), whole, query)
+        # With it: the short answer, at once and at the end of a hold.
+        for query in ("wait_ms=0&version=%d&accept=unchanged",
+                      "wait_ms=300&version=%d&accept=gzip,unchanged"):
+            took = time.monotonic()
+            self.assertEqual(sync(query % v), short, query)
+            if "wait_ms=300" in query:
+                self.assertGreater(time.monotonic() - took, 0.25, "the sync was not held")
+        # An older version than the node's: whole, capability or not.
+        self.assertEqual(sync("wait_ms=0&version=%d&accept=unchanged" % (v - 1)), whole)
+
+        # A rank placed on the node is a new version: every agent hears of it whole.
+        job = c.submit({"name": "placed", "command": ["sleep", "300"], "ranks": 1})
+        ans = axtest.wait_for(lambda: (lambda a: a if a.get("ranks") else None)(
+            sync("wait_ms=0&version=%d&accept=unchanged" % v)), 10, "the rank in an answer")
+        self.assertGreater(ans["version"], v)
+        self.assertNotIn("unchanged", ans)
+        self.assertEqual([r["job"] for r in ans["ranks"]], [job["id"]])
+        v2 = ans["version"]
+        self.assertEqual(sync("wait_ms=0&version=%d" % v2), ans)
+        self.assertEqual(sync("wait_ms=0&version=%d&accept=unchanged" % v2),
+                         dict(short, version=v2))
+        # It leaves the node when cancelled: the version moves on, the answer is whole.
+        self.assertEqual(c.cancel(job["id"])[0], 200)
+        ans = sync("wait_ms=0&version=%d&accept=unchanged" % v2)
+        self.assertGreater(ans["version"], v2)
+        self.assertEqual(ans["ranks"], [])
+
+
+if __name__ == "__main__":
+    unittest.main()
