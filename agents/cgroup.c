@@ -789,6 +789,11 @@ bool cgroup_rank_oom_killed(const CgroupRank *cg) {
 }
 
 int cgroup_rank_remove(const CgroupRank *cg) {
+        /* A scope's cgroup is systemd's: it removes it when it sees the scope empty and
+         * collects the unit. Removed under it first, the emptiness may never be seen,
+         * and the unit (and its name) stays. */
+        if (cg->unit)
+                return 0;
         int r = 0;
         for (size_t i = 0; i < cg->n; i++) {
                 /* A process that just died may keep the cgroup busy for a moment. */

@@ -56,7 +56,7 @@ static void send_text(int fd, const char *text) {
 }
 
 static void send_answer(int fd, int status, const char *headers, const char *body) {
-        char head[1024];
+        char head[2048]; /* room for the longest headers, a follower's Location */
         snprintf(head, sizeof(head),
                  "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                  "Connection: close\r\n%s\r\n",
