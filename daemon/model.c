@@ -157,6 +157,8 @@ void model_node_add(Model *m, Node *node) {
         node->index = m->n_nodes;
         m->nodes[m->n_nodes++] = node;
         strmap_put(m->node_index, node->name, node);
+        if (node->state == NODE_DRAINING)
+                m->n_draining++;
 }
 
 void model_node_hold(Node *node, Job *job, const Rank *r, int delta) {

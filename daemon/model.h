@@ -195,6 +195,7 @@ typedef struct Model {
         StrMap *node_index; /* name -> Node */
         Node **nodes; /* never removed; Node.index is the position */
         int n_nodes, cap_nodes;
+        int n_draining; /* nodes in NODE_DRAINING: a sweep looks for ended drains only then */
         /* Nodes whose lease runs, oldest contact first: a touch moves a node to the tail,
          * so only the head can have run out, and a turn looks at no other. */
         Node *lease_head, *lease_tail;

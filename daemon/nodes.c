@@ -463,7 +463,8 @@ void nodes_tick(Controller *ctl, int64_t now_ms) {
 }
 
 void nodes_finish_drains(Controller *ctl) {
-        for (int i = 0; i < ctl->model.n_nodes; i++) {
+        /* Most sweeps have no drain to finish: they walk no node. */
+        for (int i = 0; ctl->model.n_draining > 0 && i < ctl->model.n_nodes; i++) {
                 Node *n = ctl->model.nodes[i];
                 if (n->state == NODE_DRAINING && n->alive_ranks == 0)
                         tr_node(&ctl->turn, n, NODE_DRAINED, NULL);

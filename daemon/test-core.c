@@ -677,6 +677,25 @@ static void test_restart_keeps_nodes(void) {
         ctl_free(ctl);
 }
 
+/* A sweep finishes drains by looking at the draining nodes only when there are some:
+ * the model counts them through every change of state, and at load. */
+static void test_drains_are_counted(void) {
+        Controller *ctl = controller("drains");
+        node_register(ctl, "n1");
+        node_register(ctl, "n2");
+        Node *ret = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_drain(ctl, "n1", false, &ret, &err) == 0);
+        CHECK_INT(ctl->model.n_draining, 1);
+        CHECK(ctl_end_turn(ctl) == 0); /* nothing runs there: drained at the sweep */
+        CHECK_INT(ctl_node_find(ctl, "n1")->state, NODE_DRAINED);
+        CHECK_INT(ctl->model.n_draining, 0);
+        CHECK(ctl_node_undrain(ctl, "n1", &ret, &err) == 0);
+        CHECK_INT(ctl->model.n_draining, 0);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+}
+
 static bool collect_id(void *userdata, Job *job) {
         int64_t *ids = userdata;
         for (int i = 0; i < 8; i++)
@@ -780,6 +799,7 @@ int main(void) {
         test_killed_mid_turn();
         test_start_timeout_and_restart();
         test_restart_keeps_nodes();
+        test_drains_are_counted();
         test_retired_jobs_stay_in_the_store();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);

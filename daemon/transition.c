@@ -307,6 +307,7 @@ bool tr_node(Turn *t, Node *node, NodeState to, const char *reason) {
                 turn_event(t, 0, node->name, "node_state", "%s -> %s%s%s",
                            node_state_to_string(node->state), node_state_to_string(to),
                            *node->reason ? ": " : "", node->reason);
+                t->model->n_draining += (to == NODE_DRAINING) - (node->state == NODE_DRAINING);
                 node->state = to;
         }
         turn_node_dirty(t, node);
