@@ -19,6 +19,12 @@ static int inventory_topology_open(const char *topology_xml, hwloc_topology_t *r
                 return -errno ? -errno : -ENOMEM;
         /* PCI objects are filtered out by default; backends need them all. */
         int r = hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_ALL);
+        /* The accelerator backends read PCI and their vendors' runtimes. hwloc's OpenCL
+         * and GL plugins (where libhwloc-plugins is installed) would open every OpenCL
+         * driver and X display in the agent, slowly, for nothing it uses. */
+        for (const char *const *c = (const char *const[]){"opencl", "gl", NULL}; r >= 0 && *c; c++)
+                r = hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                                  *c);
         if (r >= 0 && topology_xml)
                 r = hwloc_topology_set_xml(topo, topology_xml);
         if (r >= 0)

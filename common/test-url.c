@@ -87,8 +87,11 @@ static void test_origin(void) {
 static char *list(const char *text) {
         UrlList l;
         char *err = NULL;
-        if (url_list_parse(text, &l, &err) < 0)
-                return xasprintf("error: %s", err);
+        if (url_list_parse(text, &l, &err) < 0) {
+                char *shown = xasprintf("error: %s", err);
+                free(err);
+                return shown;
+        }
         CHECK(!err);
         char *joined = xstrdup("");
         for (size_t i = 0; i < l.n; i++) {
