@@ -78,16 +78,31 @@ Controller *ctl_free(Controller *ctl) {
         return NULL;
 }
 
+/* Loads the failure rules at path into *rules. 0, or -errno with *ret_error. */
+static int failure_rules_load(const char *path, FailRules *rules, char **ret_error) {
+        JsonError err = {0};
+        int r = failrules_load(path, rules, &err);
+        if (r == -EINVAL)
+                *ret_error = xasprintf("%s: %s%s%s", path, err.field, err.field[0] ? ": " : "",
+                                       err.message);
+        else if (r < 0)
+                *ret_error = xasprintf("%s: %s", path, strerror(-r));
+        return r;
+}
+
 int ctl_failure_rules_reload(Controller *ctl, char **ret_error) {
         if (!ctl->cfg.failure_rules_path)
                 return 0;
-        JsonError err = {0};
-        int r = failrules_load(ctl->cfg.failure_rules_path, &ctl->failure_rules, &err);
-        if (r == -EINVAL)
-                *ret_error = xasprintf("%s: %s%s%s", ctl->cfg.failure_rules_path, err.field,
-                                       err.field[0] ? ": " : "", err.message);
-        else if (r < 0)
-                *ret_error = xasprintf("%s: %s", ctl->cfg.failure_rules_path, strerror(-r));
+        return failure_rules_load(ctl->cfg.failure_rules_path, &ctl->failure_rules, ret_error);
+}
+
+int ctl_files_check(const CtlConfig *cfg, char **ret_error) {
+        int r = schedule_quota_check(cfg->quota_path, ret_error);
+        if (r < 0 || !cfg->failure_rules_path)
+                return r;
+        FailRules rules = {0};
+        r = failure_rules_load(cfg->failure_rules_path, &rules, ret_error);
+        failrules_clear(&rules);
         return r;
 }
 

@@ -126,6 +126,10 @@ int ctl_quota_reload(Controller *ctl, char **ret_error);
 /* (Re)reads the operator's failure rules (cfg.failure_rules_path); on failure keeps the
  * rules in force and returns -errno with *ret_error (malloc'd). */
 int ctl_failure_rules_reload(Controller *ctl, char **ret_error);
+/* Reads the quota file and the failure rules as the reloads would, and keeps nothing: a
+ * follower checks them before it waits, not when it must lead. 0 or -errno with
+ * *ret_error (malloc'd). */
+int ctl_files_check(const CtlConfig *cfg, char **ret_error);
 /* Per project, its share and use of each resource kind, from a scheduling pass over the
  * fleet as it is (release with sched_result_clear). 0 or -errno. */
 int ctl_quota_usage(Controller *ctl, SchedResult *ret);

@@ -625,6 +625,15 @@ int main(int argc, char **argv) {
                            .url = advertised,
                            .lease_ms = settings.leader_lease_ms};
         if (settings.leader_elect) {
+                /* A follower that finds its files bad when it must lead fails the failover:
+                 * they are checked now (and read again when it leads). */
+                _cleanup_free_ char *files_error = NULL;
+                if (ctl_files_check(&cfg, &files_error) < 0) {
+                        fprintf(stderr, "axctld: %s\n", files_error);
+                        store_close(store);
+                        close(lfd);
+                        return 2;
+                }
                 /* A follower is reachable at once: its /healthz says who leads. */
                 print_listening(scheme, host, port);
                 log_info("%s stands for leader of %s", holder, db_name);

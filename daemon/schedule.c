@@ -352,26 +352,40 @@ SchedWait schedule_feasible(Controller *ctl, const JobSpec *spec) {
         return w;
 }
 
+/* Reads and parses the quota file at path. 0, or -errno with *ret_error. */
+static int quota_file_load(const char *path, SchedQuota **ret, char **ret_error) {
+        char *text = NULL;
+        int r = util_read_file(path, &text, NULL);
+        if (r < 0) {
+                *ret_error = xasprintf("%s: %s", path, strerror(-r));
+                return r;
+        }
+        char *err = NULL;
+        r = sched_quota_parse(text, ret, &err);
+        free(text);
+        if (r < 0) {
+                *ret_error = xasprintf("%s: %s", path, err ? err : "invalid");
+                free(err);
+        }
+        return r;
+}
+
+int schedule_quota_check(const char *path, char **ret_error) {
+        SchedQuota *q = NULL;
+        int r = path ? quota_file_load(path, &q, ret_error) : 0;
+        sched_quota_free(q);
+        return r;
+}
+
 int ctl_quota_reload(Controller *ctl, char **ret_error) {
         if (!ctl->cfg.quota_path) {
                 ctl->sched.quota = sched_quota_free(ctl->sched.quota);
                 return 0;
         }
-        char *text = NULL;
-        int r = util_read_file(ctl->cfg.quota_path, &text, NULL);
-        if (r < 0) {
-                *ret_error = xasprintf("%s: %s", ctl->cfg.quota_path, strerror(-r));
-                return r;
-        }
         SchedQuota *q = NULL;
-        char *err = NULL;
-        r = sched_quota_parse(text, &q, &err);
-        free(text);
-        if (r < 0) {
-                *ret_error = xasprintf("%s: %s", ctl->cfg.quota_path, err ? err : "invalid");
-                free(err);
+        int r = quota_file_load(ctl->cfg.quota_path, &q, ret_error);
+        if (r < 0)
                 return r;
-        }
         sched_quota_free(ctl->sched.quota);
         ctl->sched.quota = q;
         ctl->turn.effects |= TURN_SCHEDULE | TURN_SCHEDULE_FULL;

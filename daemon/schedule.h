@@ -34,6 +34,9 @@ void schedule_clear(Scheduling *s);
 void schedule_job_added(Scheduling *s, Job *job);
 /* A node joined or changed its inventory or labels: feasibility is judged afresh. */
 void schedule_fleet_changed(Scheduling *s);
+/* Reads the quota file at path (NULL: none) as ctl_quota_reload does, keeping nothing.
+ * 0, or -errno with *ret_error. */
+int schedule_quota_check(const char *path, char **ret_error);
 /* A restarting job may be placed from restart_at_ms (monotonic). */
 void schedule_restart_at(Scheduling *s, int64_t restart_at_ms);
 

@@ -139,6 +139,19 @@ class FailoverTest(axtest.ClusterTestCase):
         with open(a.controller.stderr_path) as f:
             self.assertIn("another controller", f.read())
 
+    def test_a_follower_checks_its_files_at_start(self):
+        """Not when it must lead: a bad quota file would fail the failover."""
+        a, _ = self.pair()
+        bad_quota = os.path.join(a.tmp, "quota.conf")
+        with open(bad_quota, "w") as f:
+            f.write("not a quota file\n")
+        p = axtest.subprocess.run([axtest.AXCTLD, "--db", a.db, "--listen", "127.0.0.1:0",
+                                   "--leader-elect", "--quota-file", bad_quota],
+                                  capture_output=True, text=True, timeout=10)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(bad_quota, p.stderr)
+        self.assertEqual(role(a.url), "leader")
+
     def test_bad_failover_settings_are_refused(self):
         c = axtest.Cluster(0, name="bad-settings")
         self.addCleanup(c.remove)
