@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "url.h"
 #include "util.h"
 #include "wire.h"
 
@@ -49,58 +50,27 @@ static json_t *error_body(const char *code, const char *message) {
         return wire_error_encode(&e);
 }
 
-/* Appends s percent-encoded but for RFC 3986's unreserved characters. */
-static void append_encoded(char **buf, size_t *len, const char *s) {
-        static const char hex[] = "0123456789ABCDEF";
-        for (; *s; s++) {
-                unsigned char c = (unsigned char) *s;
-                bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                             (c >= '0' && c <= '9') || strchr("-._~", c);
-                *buf = xrealloc(*buf, *len + 4);
-                if (plain)
-                        (*buf)[(*len)++] = (char) c;
-                else {
-                        (*buf)[(*len)++] = '%';
-                        (*buf)[(*len)++] = hex[c >> 4];
-                        (*buf)[(*len)++] = hex[c & 15];
-                }
-                (*buf)[*len] = '\0';
-        }
-}
-
-typedef struct Query {
-        char *text;
-        size_t len;
-} Query;
-
+/* The request's query, as it came: "?k=v&k2=v2", or "" (text grows in place). */
 static enum MHD_Result add_argument(void *cls, enum MHD_ValueKind kind, const char *key,
                                     const char *value) {
         (void) kind;
-        Query *q = cls;
-        q->text = xrealloc(q->text, q->len + 2);
-        q->text[q->len] = q->len == 0 ? '?' : '&';
-        q->len++;
-        q->text[q->len] = '\0';
-        append_encoded(&q->text, &q->len, key);
-        if (value) {
-                q->text = xrealloc(q->text, q->len + 2);
-                q->text[q->len++] = '=';
-                q->text[q->len] = '\0';
-                append_encoded(&q->text, &q->len, value);
-        }
+        char **query = cls;
+        _cleanup_free_ char *k = url_escape(key), *v = value ? url_escape(value) : NULL;
+        char *longer =
+                xasprintf("%s%c%s%s%s", *query, **query ? '&' : '?', k, v ? "=" : "", v ? v : "");
+        free(*query);
+        *query = longer;
         return MHD_YES;
 }
 
 /* The leader's URL for this request: its base, the same path, the same query. */
 static char *redirect_target(struct MHD_Connection *con, const char *base, const char *path) {
-        Query q = {.text = xstrdup(""), .len = 0};
-        MHD_get_connection_values(con, MHD_GET_ARGUMENT_KIND, add_argument, &q);
+        _cleanup_free_ char *query = xstrdup("");
+        MHD_get_connection_values(con, MHD_GET_ARGUMENT_KIND, add_argument, &query);
         size_t n = strlen(base);
         while (n > 0 && base[n - 1] == '/')
                 n--;
-        char *url = xasprintf("%.*s%s%s", (int) n, base, path, q.text);
-        free(q.text);
-        return url;
+        return xasprintf("%.*s%s%s", (int) n, base, path, query);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *path,

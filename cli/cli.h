@@ -220,8 +220,6 @@ int cli_report_failure(const CliContext *ctx, const CliResponse *r);
  * (2xx with a JSON object body), or prints the error and returns its exit code. */
 int cli_api_call(const CliContext *ctx, const char *method, const char *path, json_t *body,
                  const char *idempotency_key, json_t **ret_json);
-/* Escapes a path segment or query value (node names, states); owned by the caller. */
-char *cli_url_escape(const char *s);
 
 /* ---- format.c: what people read ---- */
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "url.h"
 
 /* The badput buckets in the order people read them (productive comes first, apart). */
 static const char *const badput[] = {"checkpoint", "queueing", "startup", "lost_work",
@@ -172,8 +173,8 @@ int cli_cmd_goodput(CliContext *ctx, int argc, char **argv) {
                 else if (opt == OPT_SINCE)
                         since = value;
         }
-        _cleanup_free_ char *p = project ? cli_url_escape(project) : NULL;
-        _cleanup_free_ char *s = since ? cli_url_escape(since) : NULL;
+        _cleanup_free_ char *p = project ? url_escape(project) : NULL;
+        _cleanup_free_ char *s = since ? url_escape(since) : NULL;
         _cleanup_free_ char *path = p && s ? xasprintf("/v1/goodput?project=%s&since=%s", p, s)
                                     : p    ? xasprintf("/v1/goodput?project=%s", p)
                                     : s    ? xasprintf("/v1/goodput?since=%s", s)

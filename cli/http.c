@@ -137,22 +137,3 @@ int cli_api_call(const CliContext *ctx, const char *method, const char *path, js
         *ret_json = root;
         return CLI_EXIT_OK;
 }
-
-char *cli_url_escape(const char *s) {
-        /* RFC 3986: all but the unreserved characters as %XX. */
-        static const char hex[] = "0123456789ABCDEF";
-        char *e = xmalloc(3 * strlen(s) + 1), *p = e;
-        for (; *s; s++) {
-                unsigned char c = (unsigned char) *s;
-                if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    strchr("-._~", c)) {
-                        *p++ = (char) c;
-                } else {
-                        *p++ = '%';
-                        *p++ = hex[c >> 4];
-                        *p++ = hex[c & 15];
-                }
-        }
-        *p = '\0';
-        return e;
-}

@@ -9,6 +9,7 @@
  * the controller does not disturb running jobs and CI should not fail because of it.
  */
 #include "cli.h"
+#include "url.h"
 
 #include <errno.h>
 #include <string.h>
@@ -47,8 +48,8 @@ typedef struct ListQuery {
 } ListQuery;
 
 static char *list_path(const ListQuery *q, int64_t after) {
-        _cleanup_free_ char *state = q->state ? cli_url_escape(q->state) : NULL;
-        _cleanup_free_ char *project = q->project ? cli_url_escape(q->project) : NULL;
+        _cleanup_free_ char *state = q->state ? url_escape(q->state) : NULL;
+        _cleanup_free_ char *project = q->project ? url_escape(q->project) : NULL;
         _cleanup_free_ char *limit = q->limit > 0 ? xasprintf("%lld", (long long) q->limit) : NULL;
         _cleanup_free_ char *after_s = after > 0 ? xasprintf("%lld", (long long) after) : NULL;
         const char *keys[] = {"state", "project", "limit", "after"};

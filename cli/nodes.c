@@ -5,6 +5,7 @@
  * running there instead of letting them finish.
  */
 #include "cli.h"
+#include "url.h"
 
 #include <string.h>
 
@@ -162,7 +163,7 @@ int cli_cmd_nodes(CliContext *ctx, int argc, char **argv) {
 }
 
 static int node_post(CliContext *ctx, const char *name, const char *verb, json_t *body) {
-        _cleanup_free_ char *escaped = cli_url_escape(name);
+        _cleanup_free_ char *escaped = url_escape(name);
         _cleanup_free_ char *path = xasprintf("/v1/nodes/%s/%s", escaped, verb);
         _cleanup_json_ json_t *node = NULL;
         int r = cli_api_call(ctx, "POST", path, body, NULL, &node);

@@ -34,6 +34,9 @@ bool url_same_origin(const Url *a, const Url *b);
 /* The absolute URL a Location header points to from base; NULL for a relative path
  * that does not start with '/' (no server of ours sends one). Owned by the caller. */
 char *url_resolve(const Url *base, const char *location);
+/* s for a URL's path or query: all but RFC 3986's unreserved characters as %XX (new
+ * string). */
+char *url_escape(const char *s);
 
 typedef struct UrlList {
         char **items; /* base URLs, trailing slashes removed */
