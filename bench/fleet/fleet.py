@@ -64,6 +64,17 @@ def wait_serving(url, deadline):
     return False
 
 
+def sigkill_and_restart(ctl, args, db, port, url, timeout):
+    """SIGKILLs the controller and starts it again on the same database and port: the new
+    process, when it was killed (monotonic) and the seconds from then until it serves."""
+    ctl.send_signal(signal.SIGKILL)
+    ctl.wait()
+    killed = time.monotonic()
+    ctl, _ = start_controller(args, db, port)
+    wait_serving(url, killed + timeout)
+    return ctl, killed, round(time.monotonic() - killed, 3)
+
+
 def node_lost_total(url):
     text = get(url + "/metrics")
     m = re.search(r'axctl_restarts_total\{reason="node_lost"\} (\d+)', text)
@@ -109,13 +120,8 @@ def main():
     lost_before = node_lost_total(url)
     if args.restart_at:
         time.sleep(max(0, args.restart_at - (time.monotonic() - t0)))
-        ctl.send_signal(signal.SIGKILL)
-        ctl.wait()
-        k = time.monotonic()
-        ctl, _ = start_controller(args, db, port)
-        wait_serving(url, k + 30)
-        out["restart_serving_s"] = round(time.monotonic() - k, 3)
-        cpu0, w0, lost_before = 0.0, k, 0
+        ctl, killed, out["restart_serving_s"] = sigkill_and_restart(ctl, args, db, port, url, 30)
+        cpu0, w0, lost_before = 0.0, killed, 0
     remaining = args.seconds - (time.monotonic() - t0) - 1
     if remaining > 0:
         time.sleep(remaining)

@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleet import ROOT, get, rss_mb, start_controller, wait_serving  # noqa: E402
+from fleet import ROOT, get, rss_mb, sigkill_and_restart, start_controller  # noqa: E402
 
 
 def cancel_range(port, ids, failures):
@@ -71,12 +71,7 @@ def main():
     out["cancel_failures"] = len(failures)
     out["active_jobs"] = json.loads(get(url + "/healthz"))["active_jobs"]
 
-    ctl.send_signal(signal.SIGKILL)
-    ctl.wait()
-    t = time.monotonic()
-    ctl, _ = start_controller(args, db, port)
-    wait_serving(url, t + 60)
-    out["restart_serving_s"] = round(time.monotonic() - t, 3)
+    ctl, _, out["restart_serving_s"] = sigkill_and_restart(ctl, args, db, port, url, 60)
     out["rss_after_restart_mb"] = round(rss_mb(ctl.pid), 1)
     out["db_mb"] = round(os.path.getsize(db) / 1e6, 1)
     ctl.send_signal(signal.SIGTERM)
