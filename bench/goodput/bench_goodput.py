@@ -68,14 +68,6 @@ def crash(c, node):
             pass
 
 
-def by_attempt(g):
-    spans = {}
-    for seg in g["timeline"]:
-        spans.setdefault(seg["attempt"], {}).setdefault(seg["bucket"], 0.0)
-        spans[seg["attempt"]][seg["bucket"]] += seg["seconds"]
-    return spans
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=4)
@@ -155,7 +147,8 @@ def main():
         "ended_for": [(a["end_reason"], a["blamed_node"], a["detail"])
                       for a in view["attempts"][:-1]],
         "detection_per_attempt": {str(a): round(v.get("detection", 0), 2)
-                                  for a, v in by_attempt(g).items() if a < view["attempt"]},
+                                  for a, v in axtest.goodput_by_attempt(g).items()
+                                  if a < view["attempt"]},
     }
     print(json.dumps(out, indent=1))
     if n == 0 or alloc <= 0:
@@ -165,7 +158,7 @@ def main():
     print("per interruption: detection + restart %.2f s (floor: lease + grace %.2f s),"
           " lost work %.2f s (floor: half the interval, %.2f s), start-up %.2f s"
           % (per, lease_s, s["lost_work"] / n, args.ckpt_s / 2, s["startup"] / n))
-    short = [a for a, v in by_attempt(g).items()
+    short = [a for a, v in axtest.goodput_by_attempt(g).items()
              if 0 < a < view["attempt"] and v.get("detection", 0) < lease_s - 0.1]
     if short:
         # The node had died (stopped syncing) before this attempt was placed on it,

@@ -309,6 +309,16 @@ def attempt_spans(entries):
     return spans
 
 
+def goodput_by_attempt(g):
+    """A job's goodput timeline (its view's "goodput" with the timeline) summed per attempt
+    and bucket: {attempt: {bucket: seconds}}."""
+    spans = {}
+    for seg in g["timeline"]:
+        spans.setdefault(seg["attempt"], {}).setdefault(seg["bucket"], 0.0)
+        spans[seg["attempt"]][seg["bucket"]] += seg["seconds"]
+    return spans
+
+
 def check_no_overlap(entries):
     """Returns a list of problems: attempts whose lines interleave in time. The last line
     of attempt N (a step, or the end line written on SIGTERM) must come before the first

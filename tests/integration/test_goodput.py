@@ -40,13 +40,6 @@ class GoodputTest(axtest.ClusterTestCase):
         self.assertAlmostEqual(at, end, delta=0.0015)
         return g
 
-    def by_attempt(self, g):
-        spans = {}
-        for seg in g["timeline"]:
-            spans.setdefault(seg["attempt"], {}).setdefault(seg["bucket"], 0.0)
-            spans[seg["attempt"]][seg["bucket"]] += seg["seconds"]
-        return spans
-
     def test_crash_after_checkpoint_loses_work_and_restarts(self):
         c = self.start_cluster(2)
         # A checkpoint every 3 s; rank 0 dies 1.8 s after the one at step 20.
@@ -57,7 +50,7 @@ class GoodputTest(axtest.ClusterTestCase):
         view = self.assert_succeeded_with_value(c, job, timeout=60)
         self.assertEqual(view["attempt"], 2)
         g = self.assert_accounted(view)
-        spans = self.by_attempt(g)
+        spans = axtest.goodput_by_attempt(g)
         axtest.log("buckets %r" % g["seconds"])
         # Work after the step-20 checkpoint of attempt 1 was thrown away; attempt 2 ran to
         # the end, so all its work counts.
@@ -180,7 +173,7 @@ class GoodputTest(axtest.ClusterTestCase):
         c.heal_node(ranks[0]["node"])
         view = self.assert_succeeded_with_value(c, job, timeout=60)
         g = self.assert_accounted(view)
-        spans = self.by_attempt(g)
+        spans = axtest.goodput_by_attempt(g)
         axtest.log("buckets %r" % g["seconds"])
         # From the node's last sync to the verdict: about lease + grace, less a sync.
         detection = spans[1].get("detection", 0)
