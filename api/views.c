@@ -79,9 +79,7 @@ json_t *view_job(Controller *ctl, Job *job, bool with_details) {
         for (int i = 0; i < job->n_attempts; i++)
                 json_array_append_new(attempts, view_attempt(&job->attempts[i]));
         json_object_set_new(j, "attempts", attempts);
-        json_error_t jerr;
-        json_t *spec = json_loads(job->spec_text, 0, &jerr);
-        json_object_set_new(j, "spec", spec ? spec : json_null());
+        json_object_set_new(j, "spec", spec_to_json(job->spec));
         (void) ctl;
         return j;
 }

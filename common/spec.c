@@ -78,6 +78,8 @@ JobSpec *spec_free(JobSpec *spec) {
         json_decref(spec->labels);
         free(spec->same_label);
         json_decref(spec->node_selector);
+        free(spec->restart.retry_exit_codes);
+        free(spec->restart.fatal_exit_codes);
         failrules_clear(&spec->failure_rules);
         free(spec);
         return NULL;
@@ -119,7 +121,18 @@ static int get_path(json_t *obj, const char *key, const char *field, char **ret,
         return 0;
 }
 
-static int get_exit_codes(json_t *obj, const char *key, const char *field, int *codes, int *n,
+/* A copy of a parsed map that holds something (its strings shared), else NULL: an empty
+ * jansson object costs about 200 bytes, in every queued job's spec. */
+static json_t *object_or_null(json_t *map) {
+        return json_object_size(map) > 0 ? json_copy(map) : NULL;
+}
+
+/* The map as a new reference, {} for NULL. */
+static json_t *object_or_empty(json_t *map) {
+        return map ? json_incref(map) : json_object();
+}
+
+static int get_exit_codes(json_t *obj, const char *key, const char *field, int **codes, int *n,
                           JsonError *err) {
         json_t *v = json_object_get(obj, key);
         if (!v || json_is_null(v))
@@ -135,7 +148,9 @@ static int get_exit_codes(json_t *obj, const char *key, const char *field, int *
                 if (!json_is_integer(e) || json_integer_value(e) < 1 || json_integer_value(e) > 255)
                         return json_error_set(err, field,
                                               "entries must be integers between 1 and 255");
-                codes[(*n)++] = (int) json_integer_value(e);
+                if (!*codes)
+                        *codes = xcalloc(json_array_size(v), sizeof(int));
+                (*codes)[(*n)++] = (int) json_integer_value(e);
         }
         return 0;
 }
@@ -261,10 +276,10 @@ static int parse_restart(json_t *json, JobSpec *spec, JsonError *err) {
                 return json_error_set(err, "restart.backoff_max_s",
                                       "must not be below restart.backoff_initial_s");
         if ((r = get_exit_codes(res, "retry_exit_codes", "restart.retry_exit_codes",
-                                p->retry_exit_codes, &p->n_retry_exit_codes, err)) < 0)
+                                &p->retry_exit_codes, &p->n_retry_exit_codes, err)) < 0)
                 return r;
         if ((r = get_exit_codes(res, "fatal_exit_codes", "restart.fatal_exit_codes",
-                                p->fatal_exit_codes, &p->n_fatal_exit_codes, err)) < 0)
+                                &p->fatal_exit_codes, &p->n_fatal_exit_codes, err)) < 0)
                 return r;
         for (int i = 0; i < p->n_retry_exit_codes; i++)
                 if (spec_exit_code_in(p->fatal_exit_codes, p->n_fatal_exit_codes,
@@ -294,8 +309,7 @@ static int parse_constraints(json_t *json, JobSpec *spec, JsonError *err) {
         if ((r = json_get_string_map(c, "node_selector", "constraints.node_selector", 64, 256, &sel,
                                      err)) < 0)
                 return r;
-        if (sel)
-                json_object_update(spec->node_selector, sel);
+        spec->node_selector = object_or_null(sel);
         return 0;
 }
 
@@ -373,7 +387,7 @@ static int spec_parse_into(json_t *json, JobSpec *spec, JsonError *err) {
                                 return json_error_set(err, "env",
                                                       "AXCTL_* variables are set by axctl");
                 }
-                json_object_update(spec->env, env);
+                spec->env = object_or_null(env);
         }
         if ((r = get_path(json, "workdir", "workdir", &spec->workdir, err)) < 0)
                 return r;
@@ -415,16 +429,12 @@ static int spec_parse_into(json_t *json, JobSpec *spec, JsonError *err) {
         json_t *labels = NULL;
         if ((r = json_get_string_map(json, "labels", "labels", 64, 256, &labels, err)) < 0)
                 return r;
-        if (labels)
-                json_object_update(spec->labels, labels);
+        spec->labels = object_or_null(labels);
         return parse_constraints(json, spec, err);
 }
 
 int spec_parse(json_t *json, JobSpec **ret_spec, JsonError *err) {
         JobSpec *spec = xcalloc(1, sizeof(JobSpec));
-        spec->env = json_object();
-        spec->labels = json_object();
-        spec->node_selector = json_object();
         int r = spec_parse_into(json, spec, err);
         if (r < 0) {
                 spec_free(spec);
@@ -458,16 +468,17 @@ json_t *spec_to_json(const JobSpec *spec) {
                 int_array(spec->restart.retry_exit_codes, spec->restart.n_retry_exit_codes),
                 "fatal_exit_codes",
                 int_array(spec->restart.fatal_exit_codes, spec->restart.n_fatal_exit_codes));
-        json_t *constraints = json_pack("{s:O}", "node_selector", spec->node_selector);
+        json_t *constraints =
+                json_pack("{s:o}", "node_selector", object_or_empty(spec->node_selector));
         json_object_set_new(constraints, "same_label",
                             spec->same_label ? json_string(spec->same_label) : json_null());
-        json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:o,s:O,s:i,s:i,s:o,s:s,s:o,s:i,s:O,s:o}", "name",
+        json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:i,s:i,s:o,s:s,s:o,s:i,s:o,s:o}", "name",
                               spec->name, "project", spec->project, "user", spec->user, "priority",
-                              spec->priority, "command", cmd, "env", spec->env, "ranks",
-                              spec->ranks, "ranks_per_node", spec->ranks_per_node, "resources", res,
-                              "framework", framework_to_string(spec->framework), "restart", restart,
-                              "hang_timeout_s", spec->hang_timeout_s, "labels", spec->labels,
-                              "constraints", constraints);
+                              spec->priority, "command", cmd, "env", object_or_empty(spec->env),
+                              "ranks", spec->ranks, "ranks_per_node", spec->ranks_per_node,
+                              "resources", res, "framework", framework_to_string(spec->framework),
+                              "restart", restart, "hang_timeout_s", spec->hang_timeout_s, "labels",
+                              object_or_empty(spec->labels), "constraints", constraints);
         json_object_set_new(j, "workdir", spec->workdir ? json_string(spec->workdir) : json_null());
         json_object_set_new(j, "checkpoint_dir",
                             spec->checkpoint_dir ? json_string(spec->checkpoint_dir) : json_null());
@@ -476,4 +487,11 @@ json_t *spec_to_json(const JobSpec *spec) {
         json_object_set_new(j, "hang_signal_grace_s", json_integer(spec->hang_signal_grace_s));
         json_object_set_new(j, "failure_rules", failrules_to_json(&spec->failure_rules));
         return j;
+}
+
+char *spec_to_text(const JobSpec *spec) {
+        json_t *j = spec_to_json(spec);
+        char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        return text;
 }

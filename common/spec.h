@@ -38,9 +38,11 @@ typedef struct RestartPolicy {
         int max_restarts;
         int backoff_initial_s;
         int backoff_max_s;
-        int retry_exit_codes[SPEC_MAX_EXIT_CODES]; /* restart without spending budget */
+        /* Lists are NULL when empty, as they mostly are: a queued job's spec stays in the
+         * controller's memory (issue 13: under 1 KiB per job). */
+        int *retry_exit_codes; /* restart without spending budget */
         int n_retry_exit_codes;
-        int fatal_exit_codes[SPEC_MAX_EXIT_CODES]; /* never restart */
+        int *fatal_exit_codes; /* never restart */
         int n_fatal_exit_codes;
         int max_failures_without_progress; /* job failures in a row that fail it, 1..1000 */
 } RestartPolicy;
@@ -52,7 +54,7 @@ typedef struct JobSpec {
         int priority;
         char **command; /* NULL-terminated */
         int n_command;
-        json_t *env; /* object of strings, never NULL */
+        json_t *env; /* object of strings; NULL when empty (jansson's getters take NULL) */
         char *workdir; /* NULL: the agent's choice */
         int ranks;
         int ranks_per_node; /* 0: any packing */
@@ -67,9 +69,9 @@ typedef struct JobSpec {
         int hang_signal; /* sent to a hung rank before it is stopped; 0: none */
         int hang_signal_grace_s; /* time between hang_signal and the hang report */
         FailRules failure_rules; /* the job's own, checked after the operator's */
-        json_t *labels; /* object of strings, never NULL */
+        json_t *labels; /* object of strings; NULL when empty */
         char *same_label; /* all nodes of the job share this label's value */
-        json_t *node_selector; /* object of strings, never NULL */
+        json_t *node_selector; /* object of strings; NULL when empty */
 } JobSpec;
 
 /*
@@ -80,6 +82,9 @@ int spec_parse(json_t *json, JobSpec **ret_spec, JsonError *err);
 JobSpec *spec_free(JobSpec *spec);
 /* The normalised spec with every default filled in (new reference). */
 json_t *spec_to_json(const JobSpec *spec);
+/* The same as text, keys sorted: what the store keeps, and what two submits compare
+ * (malloc'd). Made when needed: a queued job keeps only its parsed spec in memory. */
+char *spec_to_text(const JobSpec *spec);
 
 const char *framework_to_string(Framework f);
 Framework framework_from_string(const char *s);

@@ -121,11 +121,6 @@ int64_t ctl_goodput_weight(const Job *job) {
         return (int64_t) job->spec->ranks * per_rank;
 }
 
-static bool is_interruption(EndReason r) {
-        FailureClass c = health_classify(r);
-        return c == FAILURE_JOB || c == FAILURE_NODE;
-}
-
 /* The job's interruptions and the rank-time its attempts ran. */
 static void job_rate(const Job *job, int64_t now_ms, CtlFailureRate *rate) {
         for (int i = 0; i < job->n_attempts; i++) {
@@ -133,7 +128,7 @@ static void job_rate(const Job *job, int64_t now_ms, CtlFailureRate *rate) {
                 int64_t end = a->end_reason == _END_REASON_INVALID ? now_ms : a->ended_ms;
                 if (end > a->started_ms)
                         rate->rank_ms += (end - a->started_ms) * job->spec->ranks;
-                if (a->end_reason != _END_REASON_INVALID && is_interruption(a->end_reason))
+                if (a->end_reason != _END_REASON_INVALID && model_interruption(a->end_reason))
                         rate->interruptions++;
         }
 }
@@ -206,8 +201,6 @@ static int sums_stored(void *userdata, const StoreGoodput *g) {
         p->jobs += g->jobs;
         totals_add_ms(&p->t, g->ms);
         totals_add_ms(&c->sums->fleet, g->ms);
-        c->sums->rate.interruptions += g->interruptions;
-        c->sums->rate.rank_ms += g->rank_ms;
         return 0;
 }
 
@@ -233,7 +226,6 @@ void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums 
                     (q->visible && !q->visible(q->userdata, job->spec->project)))
                         continue;
                 sums_add_job(ret, job, ctl_goodput_weight(job), q->since_ms, q->now_ms);
-                job_rate(job, q->now_ms, &ret->rate);
         }
         /* ...and those of jobs that ended, summed in the store: in memory or not. */
         SumsCtx c = {.ctl = ctl, .sums = ret, .q = q};
@@ -253,10 +245,27 @@ void ctl_goodput_sums_clear(CtlGoodputSums *sums) {
 }
 
 void ctl_goodput_fleet_rate(Controller *ctl, int64_t now_ms, CtlFailureRate *ret) {
-        CtlGoodputSums sums;
-        ctl_goodput_sums(ctl, &(CtlGoodputQuery){.now_ms = now_ms}, &sums);
-        *ret = sums.rate;
-        ctl_goodput_sums_clear(&sums);
+        const FleetRate *f = &ctl->model.rate;
+        *ret = (CtlFailureRate){.interruptions = f->interruptions,
+                                .rank_ms = f->ended_rank_ms + now_ms * f->live_ranks -
+                                           f->live_start_ranks_ms};
+}
+
+static int rate_stored(void *userdata, const StoreGoodput *g) {
+        FleetRate *rate = userdata;
+        rate->interruptions += g->interruptions;
+        rate->ended_rank_ms += g->rank_ms;
+        return 0;
+}
+
+int ctl_goodput_rate_load(Store *store, const Model *m, FleetRate *rate) {
+        *rate = (FleetRate){0};
+        for (int j = 0; j < m->n_jobs; j++) {
+                const Job *job = m->jobs[j];
+                for (int i = 0; !job->goodput_saved && i < job->n_attempts; i++)
+                        model_rate_count(rate, job, &job->attempts[i], 1);
+        }
+        return store_goodput_sum(store, NULL, 0, rate_stored, rate);
 }
 
 /* A job's own rate is trusted from this many interruptions on; before, the fleet's. */

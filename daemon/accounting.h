@@ -33,8 +33,11 @@ typedef struct CtlFailureRate {
         int64_t rank_ms;
 } CtlFailureRate;
 
-/* The fleet's rate over every job it has run (in memory or only in the store). */
+/* The fleet's rate over every job it has run (in memory or only in the store). O(1). */
 void ctl_goodput_fleet_rate(Controller *ctl, int64_t now_ms, CtlFailureRate *ret);
+/* Seeds rate at load: the stored figures of ended jobs, and the attempts of those in
+ * memory whose figures are not stored yet. */
+int ctl_goodput_rate_load(Store *store, const Model *m, FleetRate *rate);
 
 /* An ended job's figures, for the store (written once, with its final state). */
 void ctl_goodput_final(const Job *job, StoreGoodput *ret);
@@ -65,8 +68,6 @@ typedef struct CtlGoodputSums {
         CtlGoodputProject *projects;
         int n_projects, cap_projects;
         GoodputTotals fleet; /* accelerator-ms */
-        CtlFailureRate rate; /* of the jobs summed: the fleet's when since_ms is 0 and
-                              * nothing is filtered out */
 } CtlGoodputSums;
 
 void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums *ret);

@@ -288,11 +288,10 @@ int ctl_job_cancel(Controller *ctl, int64_t id, Job **ret_job, CtlError *err) {
         return 0;
 }
 
-/* The spec's normalised text, or an error. */
-static int submit_parse(json_t *spec_json, JobSpec **ret_spec, char **ret_text, CtlError *err) {
+/* The parsed spec, or an error. */
+static int submit_parse(json_t *spec_json, JobSpec **ret_spec, CtlError *err) {
         JsonError jerr = {0};
-        JobSpec *spec = NULL;
-        if (spec_parse(spec_json, &spec, &jerr) < 0) {
+        if (spec_parse(spec_json, ret_spec, &jerr) < 0) {
                 if (jerr.field[0])
                         ctl_error_set(err, CTL_ERR_INVALID_SPEC, jerr.field, "%s: %s", jerr.field,
                                       jerr.message);
@@ -300,10 +299,6 @@ static int submit_parse(json_t *spec_json, JobSpec **ret_spec, char **ret_text, 
                         ctl_error_set(err, CTL_ERR_INVALID_SPEC, NULL, "%s", jerr.message);
                 return -EINVAL;
         }
-        json_t *norm = spec_to_json(spec);
-        *ret_text = json_dumps(norm, JSON_COMPACT | JSON_SORT_KEYS);
-        json_decref(norm);
-        *ret_spec = spec;
         return 0;
 }
 
@@ -319,14 +314,15 @@ static Job *job_by_key(Controller *ctl, const char *project, const char *key) {
 int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_key, Job **ret_job,
                    bool *ret_created, CtlError *err) {
         JobSpec *spec = NULL;
-        char *text = NULL;
-        int r = submit_parse(spec_json, &spec, &text, err);
+        int r = submit_parse(spec_json, &spec, err);
         if (r < 0)
                 return r;
         Job *existing = idempotency_key ? job_by_key(ctl, spec->project, idempotency_key) : NULL;
         if (existing) {
-                bool same = strcmp(existing->spec_text, text) == 0;
-                free(text);
+                /* The same job when their normalised forms are. */
+                _cleanup_free_ char *text = spec_to_text(spec);
+                _cleanup_free_ char *existing_text = spec_to_text(existing->spec);
+                bool same = strcmp(existing_text, text) == 0;
                 spec_free(spec);
                 if (!same) {
                         ctl_error_set(err, CTL_ERR_CONFLICT, NULL,
@@ -349,14 +345,12 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
                               spec->same_label || json_object_size(spec->node_selector)
                                       ? " with its constraints"
                                       : "");
-                free(text);
                 spec_free(spec);
                 return -ENOSPC;
         }
         Job *job = xcalloc(1, sizeof(Job));
         *job = (Job){.id = ctl->model.next_job_id,
                      .spec = spec,
-                     .spec_text = text,
                      .reason = xstrdup(""),
                      .exit_code = -1,
                      .created_ms = util_wall_ms(),

@@ -277,7 +277,6 @@ Job *job_free(Job *job) {
         if (!job)
                 return NULL;
         spec_free(job->spec);
-        free(job->spec_text);
         free(job->reason);
         free(job->idempotency_key);
         free(job->ckpt_path);
@@ -335,4 +334,22 @@ bool model_job_fine_elsewhere(const Job *job, const char *name) {
                 if (job->fine_nodes[i] != h)
                         return true;
         return false;
+}
+
+bool model_interruption(EndReason r) {
+        FailureClass c = health_classify(r);
+        return c == FAILURE_JOB || c == FAILURE_NODE;
+}
+
+void model_rate_count(FleetRate *rate, const Job *job, const Attempt *a, int sign) {
+        int64_t ranks = job->spec->ranks;
+        if (a->end_reason == _END_REASON_INVALID) {
+                rate->live_ranks += sign * ranks;
+                rate->live_start_ranks_ms += sign * a->started_ms * ranks;
+                return;
+        }
+        if (a->ended_ms > a->started_ms) /* as accounting.c's job_rate counts it */
+                rate->ended_rank_ms += sign * (a->ended_ms - a->started_ms) * ranks;
+        if (model_interruption(a->end_reason))
+                rate->interruptions += sign;
 }

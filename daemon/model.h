@@ -74,7 +74,6 @@ typedef struct JobProgress {
 typedef struct Job {
         int64_t id;
         JobSpec *spec;
-        char *spec_text; /* normalised spec JSON as stored */
         JobState state;
         int attempt; /* 0 before the first placement */
         int restarts;
@@ -181,6 +180,21 @@ static inline bool job_attempt_live(const Job *job) {
         return job->state == JOB_STARTING || job->state == JOB_RUNNING;
 }
 
+/*
+ * The fleet's failure rate (accounting.c), kept up to date as attempts start and end so
+ * that reading it, for every job view's checkpoint advice, costs nothing: interruptions
+ * and the rank-time of ended attempts; of live ones the ranks and the sum of their start
+ * times by their ranks, so that their rank-time at now is now x live_ranks -
+ * live_start_ranks_ms. Jobs that left memory count through the store's sums, read once
+ * at load.
+ */
+typedef struct FleetRate {
+        int64_t interruptions;
+        int64_t ended_rank_ms;
+        int64_t live_ranks;
+        int64_t live_start_ranks_ms;
+} FleetRate;
+
 /* Every job and node, with the indexes the controller looks them up by. */
 typedef struct Model {
         Job **jobs; /* all jobs, ascending id */
@@ -200,6 +214,7 @@ typedef struct Model {
          * so only the head can have run out, and a turn looks at no other. */
         Node *lease_head, *lease_tail;
         int64_t next_job_id;
+        FleetRate rate;
 } Model;
 
 void model_init(Model *m);
@@ -220,6 +235,12 @@ int model_jobs_retire(Model *m, int64_t before_ms);
  * active list; the work follows those jobs, not the list. The list's order is not kept. */
 void model_active_prune(Model *m);
 void model_node_add(Model *m, Node *node);
+/* An attempt that ended so counts against the fleet's failure rate: the job's or a
+ * node's failure, not a cancel, drain or preemption. */
+bool model_interruption(EndReason r);
+/* Counts attempt a of job in rate as it is now, live or ended (sign 1), or takes it out
+ * before it changes (sign -1). */
+void model_rate_count(FleetRate *rate, const Job *job, const Attempt *a, int sign);
 /* Contact from the node's agent at now_ms (monotonic): its lease starts again. */
 void model_node_touch(Model *m, Node *node, int64_t now_ms);
 /* Its lease is over (the node was declared lost): off the lease list until a touch. */

@@ -31,13 +31,14 @@ static char *devices_json(const Rank *r) {
 }
 
 static int persist_job(Store *store, Job *job) {
+        _cleanup_free_ char *spec = spec_to_text(job->spec);
         StoreJob sj = {
                 .id = job->id,
                 .name = job->spec->name,
                 .project = job->spec->project,
                 .user = job->spec->user,
                 .priority = job->spec->priority,
-                .spec = job->spec_text,
+                .spec = spec,
                 .state = job_state_to_string(job->state),
                 .attempt = job->attempt,
                 .restarts = job->restarts,
@@ -169,7 +170,6 @@ static int load_job(void *ud, const StoreJob *sj) {
         Job *job = xcalloc(1, sizeof(Job));
         job->id = sj->id;
         job->spec = spec;
-        job->spec_text = xstrdup(sj->spec);
         tr_job_restore(job, sj->state);
         /* Every ended job's figures are stored: persist_goodput_backfill sees to those of
          * older databases before anything reads them. */
@@ -338,7 +338,8 @@ int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
             (r = store_attempts_load(store, load_attempt, m)) < 0 ||
             (r = store_ranks_load(store, load_rank, m)) < 0 ||
             (r = store_job_next_id(store, &next_id)) < 0 ||
-            (r = persist_goodput_backfill(store, m)) < 0)
+            (r = persist_goodput_backfill(store, m)) < 0 ||
+            (r = ctl_goodput_rate_load(store, m, &m->rate)) < 0)
                 return r;
         /* Ids are never reused, also those of jobs that stayed in the store. */
         if (next_id > m->next_job_id)

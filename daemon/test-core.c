@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "../tests/unit/check.h"
+#include "accounting.h"
 #include "controller-internal.h"
+#include "persist.h"
 #include "util.h"
 
 static char *tmpdir; /* this run's scratch directory */
@@ -75,7 +77,6 @@ static Job *job_new(Model *m, int ranks) {
         Job *job = xcalloc(1, sizeof(Job));
         *job = (Job){.id = m->next_job_id,
                      .spec = spec,
-                     .spec_text = xstrdup("{}"),
                      .state = JOB_PENDING,
                      .reason = xstrdup(""),
                      .exit_code = -1,
@@ -499,11 +500,53 @@ static void test_start_timeout_and_restart(void) {
         sync_ranks(ctl, second, &crash, 1);
         CHECK_INT(job->quick_failures, 1);
         CHECK(ctl_end_turn(ctl) == 0);
+        /* The fleet's failure rate counts both attempts, ended; it is the same after a
+         * restart (read from the job's attempts) and once the job left memory (from the
+         * store's figures). */
+        int64_t now = util_wall_ms();
+        CtlFailureRate rate, again;
+        ctl_goodput_fleet_rate(ctl, now, &rate);
+        CHECK_INT(rate.interruptions, 2);
+        int64_t rank_ms = 0;
+        for (int i = 0; i < job->n_attempts; i++)
+                rank_ms += job->attempts[i].ended_ms - job->attempts[i].started_ms;
+        CHECK(rate.rank_ms == rank_ms && rank_ms >= 50);
         int64_t id = job->id;
         ctl_free(ctl);
         ctl = controller_with("start", 50);
         job = ctl_job_find(ctl, id);
         CHECK_INT(job->quick_failures, 1);
+        /* Placed again at once: its live attempt 3 adds nothing at its start. */
+        CHECK(job->n_attempts == 3 && job_current_attempt(job)->end_reason == _END_REASON_INVALID);
+        now = job_current_attempt(job)->started_ms;
+        ctl_goodput_fleet_rate(ctl, now, &again);
+        CHECK(again.interruptions == rate.interruptions && again.rank_ms == rate.rank_ms);
+        ctl_goodput_fleet_rate(ctl, now + 1000, &again);
+        CHECK(again.rank_ms == rate.rank_ms + 1000);
+        CtlError err = {0};
+        Node *third_node = ctl_node_find(ctl, job->ranks[0].node_name);
+        CHECK(ctl_job_cancel(ctl, id, &job, &err) == 0);
+        CHECK(ctl_end_turn(ctl) == 0);
+        WireRankReport stopped = {
+                .job = id, .attempt = 3, .rank = 0, .exited = true, .signal = 15, .step = -1};
+        sync_ranks(ctl, third_node, &stopped, 1);
+        CHECK(ctl_end_turn(ctl) == 0);
+        Job *stored = persist_load_job(ctl->store, id);
+        CHECK(stored && stored->n_attempts == 3);
+        ctl->cfg.job_retention_ms = 0;
+        ctl->next_retire_ms = 0;
+        usleep(2000);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK(ctl_job_find(ctl, id) == NULL);
+        const Attempt *third = &stored->attempts[2]; /* cancelled: not an interruption */
+        rank_ms = rate.rank_ms + third->ended_ms - third->started_ms;
+        ctl_goodput_fleet_rate(ctl, now, &again);
+        CHECK(again.interruptions == rate.interruptions && again.rank_ms == rank_ms);
+        ctl_free(ctl);
+        ctl = controller_with("start", 50);
+        ctl_goodput_fleet_rate(ctl, now, &again);
+        CHECK(again.interruptions == rate.interruptions && again.rank_ms == rank_ms);
+        job_free(stored);
         CHECK(n1 != NULL);
         free(placed);
         ctl_free(ctl);

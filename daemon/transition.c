@@ -362,6 +362,7 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
                        .started_ms = util_wall_ms(),
                        .end_reason = _END_REASON_INVALID,
                        .dirty = true};
+        model_rate_count(&m->rate, job, a, 1);
         job->n_ranks = pl->n_ranks;
         job->ranks = xcalloc((size_t) pl->n_ranks + 1, sizeof(Rank));
         /* Node ranks in order of first appearance; local ranks count up per node. */
@@ -412,8 +413,10 @@ bool tr_attempt_end(Turn *t, Job *job, EndReason reason, const char *blamed, con
         Attempt *a = job_current_attempt(job);
         if (!a || a->end_reason != _END_REASON_INVALID)
                 return false;
+        model_rate_count(&t->model->rate, job, a, -1);
         a->end_reason = reason;
         a->ended_ms = util_wall_ms();
+        model_rate_count(&t->model->rate, job, a, 1);
         a->blamed_node = blamed ? xstrdup(blamed) : NULL;
         a->detail = detail ? xstrdup(detail) : NULL;
         a->dirty = true;

@@ -333,9 +333,9 @@ int main(void) {
         RestartPolicy p = {.max_restarts = 2,
                            .backoff_initial_s = 0,
                            .backoff_max_s = 5,
-                           .retry_exit_codes = {75},
+                           .retry_exit_codes = (int[]){75},
                            .n_retry_exit_codes = 1,
-                           .fatal_exit_codes = {2},
+                           .fatal_exit_codes = (int[]){2},
                            .n_fatal_exit_codes = 1};
         HealthFailure crash = {.reason = END_RANK_EXIT, .exit_code = 1};
         HealthVerdict v = health_decide(&p, 0, &crash);
