@@ -43,6 +43,9 @@ extern const char api_ui_index_html[], api_ui_app_js[], api_ui_app_css[];
  * to their own buffer), and the answer's headers. libmicrohttpd clears it for every
  * connection, so with ten thousand agents its size is CPU and memory. */
 #define API_CONNECTION_MEMORY (16 * 1024)
+/* Connections agents can never take, so that API users are served beside any fleet: a
+ * sixteenth of the limit, at least this many. */
+#define API_USER_RESERVE_MIN 16
 #define API_MAX_JSON_DEPTH 32
 #define API_RUNS_PER_TURN 64
 
@@ -82,7 +85,13 @@ struct Request {
         /* Suspended until the turn that wrote for it commits (in Api.committing). */
         bool suspended;
         Request *next_waiting;
+        bool busy; /* turned away to keep the API users' reserve: the connection closes */
 };
+
+/* Per connection (libmicrohttpd's socket context), from its start to its close. */
+typedef struct Connection {
+        bool agent; /* it made an agent request: counted in Api.agent_connections */
+} Connection;
 
 struct Api {
         Controller *ctl;
@@ -101,6 +110,10 @@ struct Api {
         uint64_t answers[_ROUTE_MAX + 1][6];
         Histogram latency[_ROUTE_MAX + 1];
         uint64_t sync_answers[2]; /* whole, unchanged */
+        /* Connections that agents hold, and how many they may: the rest are the API
+         * users' reserve. */
+        unsigned agent_connections, agent_connection_limit;
+        uint64_t agents_turned_away;
 };
 
 static int64_t now_us(void) {
@@ -181,6 +194,10 @@ static enum MHD_Result queue_answer(struct MHD_Connection *con, Request *req) {
                 MHD_add_response_header(resp, "Location", req->location);
         if (req->status == 401)
                 MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"axctl\"");
+        if (req->busy) {
+                MHD_add_response_header(resp, "Retry-After", "1");
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        }
         if (req->route == ROUTE_UI || req->route == ROUTE_UI_SCRIPT || req->route == ROUTE_UI_STYLE)
                 ui_headers(resp);
         enum MHD_Result r = MHD_queue_response(con, req->status, resp);
@@ -711,6 +728,18 @@ static void handle_metrics(Api *api, Request *req) {
                 (unsigned long long) api->sync_answers[false]);
         fprintf(f, "axctl_agent_sync_answers_total{body=\"unchanged\"} %llu\n",
                 (unsigned long long) api->sync_answers[true]);
+        metrics_write_header(f, "axctl_agent_connections", "gauge",
+                             "Connections agents hold; they may hold up to "
+                             "axctl_agent_connections_limit, the rest are kept for API users.");
+        fprintf(f, "axctl_agent_connections %u\n", api->agent_connections);
+        metrics_write_header(f, "axctl_agent_connections_limit", "gauge",
+                             "Connections agents may hold.");
+        fprintf(f, "axctl_agent_connections_limit %u\n", api->agent_connection_limit);
+        metrics_write_header(f, "axctl_agent_requests_turned_away_total", "counter",
+                             "Agent requests answered 503 busy because agents held their "
+                             "limit of connections.");
+        fprintf(f, "axctl_agent_requests_turned_away_total %llu\n",
+                (unsigned long long) api->agents_turned_away);
         fclose(f);
         free(req->answer);
         req->status = 200;
@@ -807,6 +836,45 @@ static bool authenticate(Api *api, Request *req, struct MHD_Connection *con, Api
 }
 
 /* Routes one complete request; returns true when the answer must wait for a node change. */
+/*
+ * An agent's request is served on a connection agents already hold, or while they hold
+ * fewer than their limit; otherwise 503 and the connection closes, so that a fleet
+ * larger than the process can hold never takes the API users' reserve. The agent
+ * retries (with jitter) as after any failed sync.
+ */
+static bool agent_admitted(Api *api, Request *req, struct MHD_Connection *con) {
+        const union MHD_ConnectionInfo *info =
+                MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        Connection *c = info ? info->socket_context : NULL;
+        if (!c || c->agent)
+                return true;
+        if (api->agent_connections >= api->agent_connection_limit) {
+                api->agents_turned_away++;
+                req->busy = true;
+                request_set_error(req, 503, "busy", NULL,
+                                  "the controller holds as many agent connections as it may; "
+                                  "retry");
+                return false;
+        }
+        c->agent = true;
+        api->agent_connections++;
+        return true;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *con, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+        Api *api = cls;
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                *socket_context = xcalloc(1, sizeof(Connection));
+                return;
+        }
+        Connection *c = *socket_context;
+        if (c && c->agent)
+                api->agent_connections--;
+        free(c);
+        *socket_context = NULL;
+}
+
 static bool route(Api *api, Request *req, struct MHD_Connection *con, const char *method,
                   const char *url) {
         char params[2][128];
@@ -884,10 +952,11 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 request_set_answer(req, 200, view_quotas(api->ctl));
                 break;
         case ROUTE_AGENT_REGISTER:
-                handle_register(api, req);
+                if (agent_admitted(api, req, con))
+                        handle_register(api, req);
                 break;
         case ROUTE_AGENT_SYNC:
-                return handle_sync(api, req, con);
+                return agent_admitted(api, req, con) && handle_sync(api, req, con);
         case ROUTE_NOT_FOUND:
                 /* Answered above. No default: -Wswitch makes every new route need a case. */
                 request_set_error(req, 404, "not_found", NULL, "no such route");
@@ -1089,10 +1158,15 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
                 limit = rl.rlim_cur > 2 * reserve ? (unsigned) (rl.rlim_cur - reserve)
                                                   : (unsigned) rl.rlim_cur / 2;
-        log_info("serving up to %u connections (agents and API users alike)", limit);
+        unsigned user_reserve =
+                limit / 16 > API_USER_RESERVE_MIN ? limit / 16 : API_USER_RESERVE_MIN;
+        api->agent_connection_limit = limit > user_reserve ? limit - user_reserve : 0;
+        log_info("serving up to %u connections, of which agents may hold %u", limit,
+                 api->agent_connection_limit);
         struct MHD_OptionItem items[] = {
                 {MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL},
                 {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, api},
+                {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t) on_connection, api},
                 {MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL},
                 {MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
                 {MHD_OPTION_CONNECTION_MEMORY_LIMIT, API_CONNECTION_MEMORY, NULL},
