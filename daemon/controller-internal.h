@@ -24,6 +24,10 @@ struct Controller {
         int64_t next_file_check_ms; /* when an idle controller looks at its database file */
         int64_t sched_interval_ms; /* least time between scheduling passes (controller.c) */
         int64_t next_retire_ms; /* when jobs over for the retention time next leave memory */
+        /* After a restart, the stored nodes whose agents have not synced yet, and until
+         * when scheduling waits for them: the reconnecting fleet is answered first. */
+        int reconnecting;
+        int64_t reconnect_until_ms;
         Job **borrowed; /* jobs read from the store for this turn's requests (jobs.c) */
         int n_borrowed, cap_borrowed;
         /* For /metrics. */
@@ -32,6 +36,9 @@ struct Controller {
         Histogram sched_pass;
         Histogram db_commit;
 };
+
+/* The node's agent registered or synced: it counts as reconnected after a restart. */
+void ctl_node_connected(Controller *ctl, Node *node);
 
 void ctl_error_set(CtlError *err, CtlErrorCode code, const char *field, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));

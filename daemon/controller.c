@@ -118,9 +118,22 @@ const char *ctl_failure(Controller *ctl) {
 
 void ctl_serving_starts(Controller *ctl) {
         int64_t now = util_now_ms();
-        for (int i = 0; i < ctl->model.n_nodes; i++)
-                if (ctl->model.nodes[i]->in_lease)
-                        model_node_touch(&ctl->model, ctl->model.nodes[i], now);
+        for (int i = 0; i < ctl->model.n_nodes; i++) {
+                Node *node = ctl->model.nodes[i];
+                if (!node->in_lease)
+                        continue;
+                model_node_touch(&ctl->model, node, now);
+                ctl->reconnecting += !node->connected;
+        }
+        ctl->reconnect_until_ms = now + ctl->cfg.lease_ms / 2;
+}
+
+void ctl_node_connected(Controller *ctl, Node *node) {
+        if (node->connected)
+                return;
+        node->connected = true;
+        if (ctl->reconnecting > 0 && --ctl->reconnecting == 0)
+                log_info("every node's agent synced again since the restart");
 }
 
 int64_t ctl_next_deadline_ms(Controller *ctl) {
@@ -139,6 +152,8 @@ int64_t ctl_next_deadline_ms(Controller *ctl) {
                 next = ctl->next_file_check_ms;
         if (ctl->turn.effects & TURN_SCHEDULE) {
                 int64_t t = ctl->sched.last_pass_ms + ctl->sched_interval_ms;
+                if (ctl->reconnecting > 0 && t < ctl->reconnect_until_ms)
+                        t = ctl->reconnect_until_ms; /* ctl_schedule waits till then */
                 if (t < next)
                         next = t;
         }
@@ -196,8 +211,12 @@ static double seconds_since(const struct timespec *a) {
 /* A scheduling pass, if one is due, and its decisions applied. */
 static void ctl_schedule(Controller *ctl) {
         Turn *t = &ctl->turn;
-        if (!(t->effects & TURN_SCHEDULE) ||
-            util_now_ms() - ctl->sched.last_pass_ms < ctl->sched_interval_ms)
+        int64_t now = util_now_ms();
+        if (!(t->effects & TURN_SCHEDULE) || now - ctl->sched.last_pass_ms < ctl->sched_interval_ms)
+                return;
+        /* A restarted controller answers its reconnecting fleet before it schedules:
+         * passes (a fifth of the loop) would delay agents towards their lease's end. */
+        if (ctl->reconnecting > 0 && now < ctl->reconnect_until_ms)
                 return;
         struct timespec start;
         clock_gettime(CLOCK_MONOTONIC, &start);

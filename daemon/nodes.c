@@ -130,7 +130,7 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         model_node_recount(node);
         model_node_touch(&ctl->model, node, util_now_ms());
         node->last_seen_ms = util_wall_ms();
-        node->connected = true;
+        ctl_node_connected(ctl, node);
         tr_node_bump(t, node);
         turn_event(t, 0, node->name, "node_registered", "%d cpus, %d accelerators at %s",
                    node->cpus, node->n_devices, node->address ? node->address : "-");
@@ -335,9 +335,9 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
         if (node && !node->connected && node_resumes(node, msg)) {
                 /* Known from the database and the agent it had: carry on without a
                  * registration, so a restarted controller sees no storm of them. */
-                node->connected = true;
-                log_info("node %s: agent %s synced again after the controller restarted",
-                         node->name, node->agent_id);
+                ctl_node_connected(ctl, node);
+                log_debug("node %s: agent %s synced again after the controller restarted",
+                          node->name, node->agent_id);
         }
         if (!node || !node->connected) {
                 /* Unknown, or known only from the database with another agent: it must
