@@ -95,12 +95,14 @@ json_t *view_node(Controller *ctl, Node *node) {
                 bool is_free = node->device_used[d] == 0;
                 json_object_set_new(free_acc, kind, json_integer(have + (is_free ? 1 : 0)));
         }
-        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:O,s:{s:i,s:o},s:i}", "name", node->name,
-                              "hostname", node->hostname ? node->hostname : "", "state",
-                              node_state_to_string(node->state), "reason",
-                              node->reason ? node->reason : "", "labels", node->labels, "last_seen",
-                              view_time(node->last_seen_ms), "inventory", node->inventory, "free",
-                              "cpus", cpus_free, "accelerators", free_acc, "ranks", ranks);
+        json_error_t jerr;
+        json_t *inventory = json_loads(node->inventory, 0, &jerr);
+        json_t *j = json_pack(
+                "{s:s,s:s,s:s,s:s,s:O,s:o,s:o,s:{s:i,s:o},s:i}", "name", node->name, "hostname",
+                node->hostname ? node->hostname : "", "state", node_state_to_string(node->state),
+                "reason", node->reason ? node->reason : "", "labels", node->labels, "last_seen",
+                view_time(node->last_seen_ms), "inventory", inventory ? inventory : json_object(),
+                "free", "cpus", cpus_free, "accelerators", free_acc, "ranks", ranks);
         json_object_set_new(j, "address", node->address ? json_string(node->address) : json_null());
         return j;
 }

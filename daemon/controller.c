@@ -128,14 +128,6 @@ void ctl_serving_starts(Controller *ctl) {
         ctl->reconnect_until_ms = now + ctl->cfg.lease_ms / 2;
 }
 
-void ctl_node_connected(Controller *ctl, Node *node) {
-        if (node->connected)
-                return;
-        node->connected = true;
-        if (ctl->reconnecting > 0 && --ctl->reconnecting == 0)
-                log_info("every node's agent synced again since the restart");
-}
-
 int64_t ctl_next_deadline_ms(Controller *ctl) {
         int64_t next = util_now_ms() + 1000;
         if (ctl_failure(ctl))

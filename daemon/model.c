@@ -230,17 +230,17 @@ void model_nodes_recount_all(Model *m) {
         }
 }
 
-void model_node_set_inventory(Node *node, json_t *inventory) {
+void model_node_set_inventory(Node *node, json_t *inventory, const char *text) {
         for (int i = 0; i < node->n_devices; i++)
                 free(node->devices[i].kind);
         free(node->devices);
-        json_decref(node->inventory);
-        /* Shared, not copied: nobody edits an inventory once parsed (a deep copy of
-         * every node's was most of a restart). */
-        node->inventory = inventory ? json_incref(inventory) : json_object();
-        node->cpus = (int) json_int(node->inventory, "cpus", 0);
-        node->memory_mb = json_int(node->inventory, "memory_mb", 0);
-        json_t *acc = json_object_get(node->inventory, "accelerators");
+        free(node->inventory);
+        node->inventory = text        ? xstrdup(text)
+                          : inventory ? json_dumps(inventory, JSON_COMPACT)
+                                      : xstrdup("{}");
+        node->cpus = (int) json_int(inventory, "cpus", 0);
+        node->memory_mb = json_int(inventory, "memory_mb", 0);
+        json_t *acc = json_object_get(inventory, "accelerators");
         node->n_devices = (int) json_array_size(acc);
         node->devices = xcalloc((size_t) node->n_devices + 1, sizeof(NodeDevice));
         free(node->device_used);
@@ -304,7 +304,7 @@ Node *node_free(Node *node) {
         free(node->agent_id);
         free(node->reason);
         json_decref(node->labels);
-        json_decref(node->inventory);
+        free(node->inventory);
         for (int i = 0; i < node->n_devices; i++)
                 free(node->devices[i].kind);
         free(node->devices);

@@ -118,7 +118,6 @@ static int persist_job(Store *store, Job *job) {
 
 static int persist_node(Store *store, Node *node) {
         char *labels = json_dumps(node->labels, JSON_COMPACT);
-        char *inventory = json_dumps(node->inventory, JSON_COMPACT);
         json_t *blames = json_array();
         for (int i = 0; i < node->n_blame; i++)
                 json_array_append_new(blames, json_integer(node->blame_times[i]));
@@ -130,14 +129,13 @@ static int persist_node(Store *store, Node *node) {
                         .boot_id = node->boot_id,
                         .agent_id = node->agent_id,
                         .labels = labels,
-                        .inventory = inventory,
+                        .inventory = node->inventory,
                         .state = node_state_to_string(node->state),
                         .reason = node->reason,
                         .last_seen_ms = opt_ms(node->last_seen_ms),
                         .blame_times = blame_text};
         int r = store_node_put(store, &sn);
         free(labels);
-        free(inventory);
         free(blame_text);
         node->dirty = false;
         return r;
@@ -274,7 +272,7 @@ static int load_node(void *ud, const StoreNode *sn) {
                 node->labels = json_object();
         }
         json_t *inv = json_loads(sn->inventory, 0, &jerr);
-        model_node_set_inventory(node, inv);
+        model_node_set_inventory(node, inv, inv ? sn->inventory : NULL);
         json_decref(inv);
         tr_node_restore(node, sn->state);
         node->reason = xstrdup(sn->reason ? sn->reason : "");

@@ -92,7 +92,7 @@ static Node *node_new(Model *m, const char *name) {
         node->reason = xstrdup("");
         node->labels = json_object();
         json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
-        model_node_set_inventory(node, inv);
+        model_node_set_inventory(node, inv, NULL);
         json_decref(inv);
         model_node_add(m, node);
         return node;
