@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Mapping between the controller's model and the store; see persist.h. Liveness (last
- * sync, desired-state versions) is not stored; after a restart every node gets a fresh
- * lease to reconnect in, so running ranks are not disturbed. Loaded states are set
+ * sync, progress) is not stored; after a restart every node gets a fresh lease to
+ * reconnect in, so running ranks are not disturbed, and goes on from its stored
+ * desired-state version. Loaded states are set
  * through transition.c's restore functions, like every other state.
  */
 #include <errno.h>
@@ -130,6 +131,7 @@ static int persist_node(Store *store, Node *node) {
                         .agent_id = node->agent_id,
                         .labels = labels,
                         .inventory = node->inventory,
+                        .version = (int64_t) node->version,
                         .state = node_state_to_string(node->state),
                         .reason = node->reason,
                         .last_seen_ms = opt_ms(node->last_seen_ms),
@@ -145,6 +147,12 @@ int persist_dirty(Turn *t) {
         int r = 0;
         for (int i = 0; r >= 0 && i < t->n_dirty_jobs; i++)
                 r = persist_job(t->store, t->dirty_jobs[i]);
+        /* A new version of a node whose row is not written anyway: that column alone. */
+        for (int i = 0; r >= 0 && i < t->n_changed_nodes; i++) {
+                Node *node = t->changed_nodes[i];
+                if (!node->dirty)
+                        r = store_node_version_put(t->store, node->name, (int64_t) node->version);
+        }
         for (int i = 0; r >= 0 && i < t->n_dirty_nodes; i++)
                 r = persist_node(t->store, t->dirty_nodes[i]);
         /* On failure the rest stay marked: the controller stops, nothing more is written. */
@@ -281,8 +289,11 @@ static int load_node(void *ud, const StoreNode *sn) {
         for (size_t i = 0; i < json_array_size(blames) && node->n_blame < NODE_BLAME_HISTORY; i++)
                 node->blame_times[node->n_blame++] = json_integer_value(json_array_get(blames, i));
         json_decref(blames);
-        /* A fresh lease to reconnect in; versions restart above any the agents saw. */
-        node->version = (uint64_t) util_wall_ms() * 1000;
+        /* A fresh lease to reconnect in. The version goes on from the stored one, which
+         * is at least any an agent saw (answers follow commits), so an agent that applied
+         * it has this very set and gets the short answer; an older database's restart
+         * above any version the agents saw. */
+        node->version = sn->version > 0 ? (uint64_t) sn->version : (uint64_t) util_wall_ms() * 1000;
         model_node_add(m, node);
         if (node->state != NODE_DOWN)
                 model_node_touch(m, node, util_now_ms());

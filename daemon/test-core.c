@@ -689,13 +689,16 @@ static void test_killed_mid_turn(void) {
  * another identity or on another boot must register. Lease deadlines follow contact. */
 static void test_restart_keeps_nodes(void) {
         Controller *ctl = controller("resume");
-        node_register(ctl, "n1");
+        uint64_t registered_at = node_register(ctl, "n1")->version;
         node_register(ctl, "n2");
         CHECK(ctl_end_turn(ctl) == 0);
         ctl_free(ctl);
         ctl = controller("resume");
         CHECK(model_lease_oldest(&ctl->model) != NULL); /* stored nodes got a lease */
         Node *n1 = ctl_node_find(ctl, "n1"), *ret = NULL;
+        /* Its version goes on from the stored one: an agent that applied it is told
+         * nothing changed. */
+        CHECK(n1->version == registered_at);
         CtlError err = {0};
         WireSync same = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1", .healthy = true};
         CHECK(ctl_node_sync(ctl, &same, 0, &ret, &err) == 0);
@@ -717,6 +720,10 @@ static void test_restart_keeps_nodes(void) {
         CHECK(ctl_node_sync(ctl, &rebooted, 0, &ret, &err) == -ENOENT);
         CHECK(!ctl_node_find(ctl, "n2")->connected);
         CHECK(ctl_end_turn(ctl) == 0);
+        uint64_t moved = n1->version; /* moved past another controller's: stored too */
+        ctl_free(ctl);
+        ctl = controller("resume");
+        CHECK(ctl_node_find(ctl, "n1")->version == moved);
         ctl_free(ctl);
 }
 

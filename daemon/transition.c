@@ -324,6 +324,7 @@ void tr_node_version_above(Turn *t, Node *node, uint64_t version) {
 
 void tr_node_bump(Turn *t, Node *node) {
         node->version++;
+        turn_write(t); /* the version is stored (persist_dirty): a restart goes on from it */
         if (node->changed)
                 return;
         node->changed = true;

@@ -107,6 +107,9 @@ static const char *const migrations[] = {
         "  id INTEGER PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, url TEXT NOT NULL,"
         "  token INTEGER NOT NULL, expires_ms INTEGER NOT NULL);"
         "INSERT INTO leader (id, holder, url, token, expires_ms) VALUES (1, '', '', 0, 0);",
+        /* 10: a node's desired-state version, so that a restarted controller goes on from
+         * it and its agents' first syncs can get the short answer (0: not known) */
+        "ALTER TABLE node ADD COLUMN version INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* job_goodput's bucket columns, in store.h's (and health/goodput.h's) order. */
@@ -119,6 +122,7 @@ enum {
         STMT_ATTEMPT_PUT,
         STMT_RANK_PUT,
         STMT_NODE_PUT,
+        STMT_NODE_VERSION_PUT,
         STMT_CHECKPOINT_PUT,
         STMT_EVENT_APPEND,
         STMT_EVENTS_ALL,
@@ -176,14 +180,16 @@ static const char *const statement_sql[_STMT_MAX] = {
                           " signal=excluded.signal, step=excluded.step,"
                           " local_rank=excluded.local_rank, node_rank=excluded.node_rank",
         [STMT_NODE_PUT] = "INSERT INTO node (name, hostname, address, boot_id, labels,"
-                          " inventory, state, reason, last_seen_ms, blame_times, agent_id)"
-                          " VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+                          " inventory, state, reason, last_seen_ms, blame_times, agent_id,"
+                          " version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
                           " ON CONFLICT(name) DO UPDATE SET hostname=excluded.hostname,"
                           " address=excluded.address, boot_id=excluded.boot_id,"
                           " labels=excluded.labels, inventory=excluded.inventory,"
                           " state=excluded.state, reason=excluded.reason,"
                           " last_seen_ms=excluded.last_seen_ms,"
-                          " blame_times=excluded.blame_times, agent_id=excluded.agent_id",
+                          " blame_times=excluded.blame_times, agent_id=excluded.agent_id,"
+                          " version=excluded.version",
+        [STMT_NODE_VERSION_PUT] = "UPDATE node SET version = ? WHERE name = ?",
         [STMT_CHECKPOINT_PUT] = "INSERT INTO checkpoint (job, step, path, committed_ms, attempt)"
                                 " VALUES (?,?,?,?,?) ON CONFLICT(job, step) DO UPDATE SET"
                                 " path=excluded.path, committed_ms=excluded.committed_ms,"
@@ -458,8 +464,14 @@ int store_node_put(Store *store, const StoreNode *n) {
                 STORE_INT(n->last_seen_ms),
                 STORE_TEXT(or_default(n->blame_times, "[]")),
                 STORE_TEXT(n->agent_id),
+                STORE_INT(n->version),
         };
         return run(store, STMT_NODE_PUT, p, N_PARAMS(p), NULL, NULL);
+}
+
+int store_node_version_put(Store *store, const char *name, int64_t version) {
+        StoreParam p[] = {STORE_INT(version), STORE_TEXT(name)};
+        return run(store, STMT_NODE_VERSION_PUT, p, N_PARAMS(p), NULL, NULL);
 }
 
 int store_checkpoint_put(Store *store, const StoreCheckpoint *c) {
@@ -690,6 +702,7 @@ static int node_row(const StoreRow *row, void *p) {
                 .last_seen_ms = col_int(row, 8),
                 .blame_times = col_text(row, 9),
                 .agent_id = col_text(row, 10),
+                .version = col_int(row, 11),
         };
         return ((StoreNodeFn) ctx->fn)(ctx->userdata, &n);
 }
@@ -698,7 +711,7 @@ int store_nodes_load(Store *store, StoreNodeFn fn, void *userdata) {
         LoadCtx ctx = {(void *) fn, userdata};
         return run_once(store,
                         "SELECT name, hostname, address, boot_id, labels, inventory, state, reason,"
-                        " last_seen_ms, blame_times, agent_id FROM node ORDER BY name",
+                        " last_seen_ms, blame_times, agent_id, version FROM node ORDER BY name",
                         NULL, 0, node_row, &ctx);
 }
 

@@ -74,6 +74,7 @@ typedef struct StoreNode {
         int64_t last_seen_ms;
         const char *blame_times; /* JSON array of wall ms */
         const char *agent_id; /* the agent that last registered it; NULL: none yet */
+        int64_t version; /* of its desired state; 0: not known (an older database) */
 } StoreNode;
 
 typedef struct StoreCheckpoint {
@@ -148,6 +149,8 @@ int store_job_put(Store *store, const StoreJob *job);
 int store_attempt_put(Store *store, const StoreAttempt *attempt);
 int store_rank_put(Store *store, const StoreRank *rank);
 int store_node_put(Store *store, const StoreNode *node);
+/* A stored node's desired-state version alone (its rank placements changed). */
+int store_node_version_put(Store *store, const char *name, int64_t version);
 int store_checkpoint_put(Store *store, const StoreCheckpoint *ckpt);
 int store_event_append(Store *store, StoreEvent *event);
 

@@ -602,7 +602,7 @@ static void test_concurrent_migration(void) {
                 CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         }
         _cleanup_free_ char *version = raw_sql(target, "SELECT version FROM schema_version");
-        CHECK_STR(version, "9\n");
+        CHECK_STR(version, "10\n");
 }
 
 int main(void) {

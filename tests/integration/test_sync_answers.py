@@ -7,6 +7,8 @@
   ranks and its lease on such answers for several leases, and still sees every change.
 - A sync without the capability (an agent older than it) gets the whole desired state,
   at once and after a hold, so a rolling upgrade fences nothing.
+- A restarted controller goes on from each node's stored version: the agents' first
+  syncs after a SIGKILL and restart are answered short, and changes still arrive.
 """
 
 import re
@@ -58,6 +60,34 @@ class SyncAnswerTest(axtest.ClusterTestCase):
         self.assertGreater(sync_answers(c)["whole"], after["whole"])
         self.assertEqual(c.cancel(other.id)[0], 200)
         c.wait_job(other.id)
+
+    def test_a_restarted_controller_answers_short(self):
+        c = self.start_cluster(2, lease_ms=2000, grace_ms=500)
+        job = c.work_job("steady", ranks=2, ranks_per_node=1, steps=100000, step_ms=50,
+                         checkpoint_every=1000)
+        job.id = c.submit(job.spec)["id"]
+        pids = [r["pid"] for r in c.wait_running(job.id)]
+        # Both agents applied the version that placed the ranks (their syncs are short).
+        before = sync_answers(c)
+        axtest.wait_for(lambda: sync_answers(c)["unchanged"] - before["unchanged"] >= 4, 20,
+                        "short answers before the restart", interval=0.2)
+
+        c.restart_controller(sigkill=True)
+        axtest.wait_for(lambda: sync_answers(c)["unchanged"] >= 4, 20,
+                        "short answers from the restarted controller", interval=0.2)
+        self.assertEqual(sync_answers(c)["whole"], 0,
+                         "an agent was sent its whole state though nothing changed")
+        view = c.job(job.id)
+        self.assertEqual((view["state"], view["attempt"]), ("running", 1), view["reason"])
+        self.assertEqual([r["pid"] for r in view["ranks"]], pids)
+        self.assertTrue(all(axtest.pid_alive(p) for p in pids))
+
+        # A change after the restart still reaches the agents.
+        self.assertEqual(c.cancel(job.id)[0], 200)
+        axtest.wait_for(lambda: not any(axtest.pid_alive(p) for p in pids), 10,
+                        "the cancelled ranks stopped")
+        self.assertEqual(c.wait_job(job.id)["state"], "cancelled")
+        self.assertGreater(sync_answers(c)["whole"], 0)
 
     def test_a_sync_without_the_capability_gets_the_whole_answer(self):
         c = self.start_cluster(0)
