@@ -1196,6 +1196,13 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         return 0;
 }
 
+void api_adopt_connection(void *userdata, int fd, const struct sockaddr *addr, socklen_t len) {
+        Api *api = userdata;
+        if (MHD_add_connection(api->mhd, fd, addr, len) != MHD_YES)
+                log_debug("http: a connection accepted while loading could not be served: %s",
+                          strerror(errno));
+}
+
 Api *api_free(Api *api) {
         if (!api)
                 return NULL;

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "controller.h"
 
@@ -26,6 +27,8 @@ typedef struct ApiOptions {
 
 /* Serves on listen_fd (already bound and listening; the Api owns it). 0 or -errno. */
 int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret);
+/* Serves a connection accepted elsewhere (early-accept.h); owns fd, closes it on failure. */
+void api_adopt_connection(void *api, int fd, const struct sockaddr *addr, socklen_t len);
 Api *api_free(Api *api);
 /* Log streams (GET /v1/jobs/{id}/logs): an fd to watch, and what to call when it is
  * readable (a stream has data for its suspended client). */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 
 #include "api.h"
 #include "config.h"
+#include "early-accept.h"
 #include "controller.h"
 #include "leadership.h"
 #include "log.h"
@@ -651,9 +653,19 @@ int main(int argc, char **argv) {
         Controller *ctl = NULL;
         /* The test suites set this so that a bug in the state machine fails them loudly. */
         cfg.strict_transitions = util_streq_ptr(getenv("AXCTLD_STRICT_TRANSITIONS"), "1");
+        raise_fd_limit();
+        /* Connections that come while the state loads are accepted meanwhile (half the
+         * descriptors at most); without that thread they wait in the kernel's backlog. */
+        struct rlimit nofile = {.rlim_cur = 1024};
+        (void) getrlimit(RLIMIT_NOFILE, &nofile);
+        int early_max = nofile.rlim_cur / 2 < INT_MAX ? (int) (nofile.rlim_cur / 2) : INT_MAX;
+        EarlyAccept *early = NULL;
+        if (early_accept_start(lfd, early_max, &early) < 0)
+                early = NULL;
         r = ctl_new_on(&cfg, store, &ctl);
         if (r < 0) {
                 log_error("cannot load state database %s: %s", db_name, strerror(-r));
+                early_accept_finish(early, NULL, NULL);
                 close(lfd);
                 return 1;
         }
@@ -661,11 +673,11 @@ int main(int argc, char **argv) {
         if (ctl_quota_reload(ctl, &quota_error) < 0 ||
             ctl_failure_rules_reload(ctl, &rules_error) < 0) {
                 fprintf(stderr, "axctld: %s\n", quota_error ? quota_error : rules_error);
+                early_accept_finish(early, NULL, NULL);
                 ctl_free(ctl);
                 close(lfd);
                 return 2;
         }
-        raise_fd_limit();
         ApiOptions api_opts = {.auth = settings.auth,
                                .tls_cert_pem = cert_pem,
                                .tls_key_pem = key_pem,
@@ -682,9 +694,11 @@ int main(int argc, char **argv) {
                                 settings.tls_cert, settings.tls_key);
                 else
                         log_error("cannot start the HTTP server");
+                early_accept_finish(early, NULL, NULL);
                 ctl_free(ctl);
                 return cert_pem ? 2 : 1;
         }
+        early_accept_finish(early, api_adopt_connection, api);
         int ep = epoll_create1(EPOLL_CLOEXEC);
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = api_fd(api)};
         epoll_ctl(ep, EPOLL_CTL_ADD, api_fd(api), &ev);

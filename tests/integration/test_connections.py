@@ -3,11 +3,18 @@
 """Issue 13's connection policy, against a real axctld whose descriptor limit is small
 enough to fill: agents behind one address are not capped per address; agents can never
 take the connections kept for API users; an agent turned away gets 503 `busy` and its
-connection closed, and gets in once other agents let go of theirs."""
+connection closed, and gets in once other agents let go of theirs. And a controller that
+is loading a big database accepts the connections that come meanwhile, rather than
+leaving them to a listen backlog whose overflow waits for TCP's SYN retransmits."""
 
 import http.client
 import json
+import os
 import re
+import socket
+import sqlite3
+import subprocess
+import sys
 import time
 import unittest
 
@@ -82,6 +89,67 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
         status, body, _ = self.register(late, "late")
         self.assertEqual(status, 200, body)
         self.assertGreaterEqual(metric(c, "axctl_agent_requests_turned_away_total"), 1)
+
+
+
+class LoadingTest(axtest.ClusterTestCase):
+    def test_connections_that_come_while_loading_are_accepted(self):
+        # A database with 120,000 queued jobs: loading it takes most of a second.
+        c = self.start_cluster(0)
+        job = c.submit({"command": ["true"], "ranks": 1})
+        c.controller.terminate()
+        db = sqlite3.connect(c.db)
+        rows = db.execute("SELECT name, project, user, priority, spec, created_ms FROM job"
+                          " WHERE id = ?", (job["id"],)).fetchone()
+        db.executemany("INSERT INTO job (id, name, project, user, priority, spec, state,"
+                       " attempt, restarts, reason, created_ms, queued_ms)"
+                       " VALUES (?,?,?,?,?,?,'pending',0,0,'',?,?)",
+                       ((i,) + rows + (rows[-1],) for i in range(job["id"] + 1, 120001)))
+        db.commit()
+        db.close()
+
+        # A listening socket with a backlog of 16, handed over as systemd would: without
+        # anyone accepting, the 18th connection would wait for a SYN retransmit.
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = listener.getsockname()[1]
+
+        log = open(os.path.join(c.tmp, "loading.stderr"), "wb")
+        self.addCleanup(log.close)
+        as_fd_3 = ("import os, sys; os.dup2(int(sys.argv[1]), 3);"
+                   " os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1');"
+                   " os.execv(sys.argv[2], sys.argv[2:])")
+        proc = subprocess.Popen(
+            [sys.executable, "-c", as_fd_3, str(listener.fileno()), axtest.AXCTLD, "--db", c.db],
+            stdout=subprocess.DEVNULL, stderr=log, pass_fds=(listener.fileno(),), env=c.env)
+        self.addCleanup(lambda: (proc.kill(), proc.wait()))
+        listener.close()
+
+        # 60 clients connect while it loads (most of a second; it starts accepting
+        # once its database is open); each is accepted at once, not left to retransmit
+        # its SYN for a second or more.
+        time.sleep(0.1)
+        clients, slow = [], []
+        for _ in range(60):
+            time.sleep(0.005)  # as a fleet arrives, spread: the accepting thread keeps up
+            t = time.monotonic()
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            clients.append(s)
+            if time.monotonic() - t > 0.5:
+                slow.append(round(time.monotonic() - t, 2))
+        self.addCleanup(lambda: [s.close() for s in clients])
+        self.assertEqual(slow, [], "connections waited for SYN retransmits")
+        # Each is then served as any other.
+        for s in clients:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        for s in clients:
+            self.assertTrue(s.recv(64).startswith(b"HTTP/1.1 200"))
+        with open(os.path.join(c.tmp, "loading.stderr")) as f:
+            found = re.search(r"(\d+) connections came while the state loaded", f.read())
+        self.assertIsNotNone(found, "the load was over before the clients connected")
+        self.assertGreater(int(found.group(1)), 20)
 
 
 if __name__ == "__main__":
