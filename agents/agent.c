@@ -759,8 +759,9 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 return;
         }
         if (status == 503) {
-                /* A follower that knows no leader (no_leader), or a controller on its way
-                 * out (unavailable): another one may lead. */
+                /* A follower that knows no leader (no_leader), a controller on its way
+                 * out (unavailable), or one whose agents hold all the connections they
+                 * may (busy): after the pause, the next URL (or the same one again). */
                 agent_controller_failed(a, now, "Controller at %s cannot answer: HTTP 503 %s",
                                         agent_controller(a), code ? code : "");
                 json_decref(body);
