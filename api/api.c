@@ -835,7 +835,6 @@ static bool authenticate(Api *api, Request *req, struct MHD_Connection *con, Api
         return true;
 }
 
-/* Routes one complete request; returns true when the answer must wait for a node change. */
 /*
  * An agent's request is served on a connection agents already hold, or while they hold
  * fewer than their limit; otherwise 503 and the connection closes, so that a fleet
@@ -875,6 +874,7 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
         *socket_context = NULL;
 }
 
+/* Routes one complete request; returns true when the answer must wait for a node change. */
 static bool route(Api *api, Request *req, struct MHD_Connection *con, const char *method,
                   const char *url) {
         char params[2][128];

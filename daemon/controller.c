@@ -123,7 +123,8 @@ void ctl_serving_starts(Controller *ctl) {
                 if (!node->in_lease)
                         continue;
                 model_node_touch(&ctl->model, node, now);
-                ctl->reconnecting += !node->connected;
+                node->awaited = !node->connected;
+                ctl->reconnecting += node->awaited;
         }
         ctl->reconnect_until_ms = now + ctl->cfg.lease_ms / 2;
 }
@@ -138,18 +139,17 @@ int64_t ctl_next_deadline_ms(Controller *ctl) {
                 if (t < next)
                         next = t;
         }
-        if (ctl->sched.next_restart_ms < next)
-                next = ctl->sched.next_restart_ms;
         if (ctl->next_file_check_ms < next)
                 next = ctl->next_file_check_ms;
-        if (ctl->turn.effects & TURN_SCHEDULE) {
-                int64_t t = ctl->sched.last_pass_ms + ctl->sched_interval_ms;
-                if (ctl->reconnecting > 0 && t < ctl->reconnect_until_ms)
-                        t = ctl->reconnect_until_ms; /* ctl_schedule waits till then */
-                if (t < next)
-                        next = t;
-        }
-        return next;
+        /* A pass: when a restart's backoff ends, or the next spaced pass of a turn that
+         * asked for one; after a restart, not before the fleet is back (ctl_schedule). */
+        int64_t pass = ctl->sched.next_restart_ms;
+        if (ctl->turn.effects & TURN_SCHEDULE &&
+            ctl->sched.last_pass_ms + ctl->sched_interval_ms < pass)
+                pass = ctl->sched.last_pass_ms + ctl->sched_interval_ms;
+        if (ctl->reconnecting > 0 && pass < ctl->reconnect_until_ms)
+                pass = ctl->reconnect_until_ms;
+        return pass < next ? pass : next;
 }
 
 /*

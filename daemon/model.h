@@ -148,6 +148,7 @@ struct Node {
         uint64_t version; /* of its desired state */
         bool changed; /* listed in the turn's changed nodes (transition.c) */
         bool connected; /* registered or synced since this controller started */
+        bool awaited; /* stored, with a lease, not synced yet: scheduling waits for it */
         /* What alive ranks hold, kept up to date as ranks start and die. */
         int used_cpus;
         int64_t used_memory_mb;
@@ -163,6 +164,10 @@ struct Node {
         int n_suspects;
         bool dirty;
 };
+
+/* Versions are stored as signed 64-bit integers; an agent's claim above this (a broken or
+ * hostile agent: real ones are the clock's milliseconds times 1000) is not followed. */
+#define NODE_VERSION_MAX ((uint64_t) INT64_MAX / 2)
 
 /* Records that the job ran fine on the node named name (see Job.fine_nodes). */
 void model_job_ran_fine(Job *job, const char *name);

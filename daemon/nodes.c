@@ -319,11 +319,12 @@ static void ranks_missing(Controller *ctl, Node *node, const WireSync *msg,
 }
 
 void ctl_node_connected(Controller *ctl, Node *node) {
-        if (node->connected)
-                return;
         node->connected = true;
-        if (ctl->reconnecting > 0 && --ctl->reconnecting == 0)
-                log_info("every node's agent synced again since the restart");
+        if (!node->awaited)
+                return;
+        node->awaited = false;
+        if (--ctl->reconnecting == 0)
+                log_info("every stored node's agent synced again since the restart");
 }
 
 /*
@@ -388,7 +389,7 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
          * failover, with its clock ahead of ours (versions restart from the clock). Ours
          * move past it, so that equal versions keep meaning one desired state: an agent
          * told "unchanged" must really have it. */
-        if (applied_version > node->version)
+        if (applied_version > node->version && applied_version <= NODE_VERSION_MAX)
                 tr_node_version_above(t, node, applied_version);
         *ret_node = node;
         return 0;

@@ -354,7 +354,7 @@ int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
         if (next_id > m->next_job_id)
                 m->next_job_id = next_id;
         model_nodes_recount_all(m);
-        /* Versions are not stored: make stop and start confirmations count from now. */
+        /* Stop and start confirmations count from the node's version now. */
         for (int j = 0; j < m->n_active; j++) {
                 Job *job = m->active[j];
                 for (int k = 0; k < job->n_ranks; k++) {

@@ -707,10 +707,18 @@ static void test_restart_keeps_nodes(void) {
         /* Its version goes on from the stored one: an agent that applied it is told
          * nothing changed. */
         CHECK(n1->version == registered_at);
+        /* Serving starts: scheduling waits for both stored nodes' agents, and a restart's
+         * backoff falling due meanwhile does not make the loop spin. */
+        ctl_serving_starts(ctl);
+        CHECK_INT(ctl->reconnecting, 2);
+        ctl->sched.next_restart_ms = util_now_ms();
+        ctl_tick(ctl);
+        CHECK(ctl_next_deadline_ms(ctl) > util_now_ms());
         CtlError err = {0};
         WireSync same = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1", .healthy = true};
         CHECK(ctl_node_sync(ctl, &same, 0, &ret, &err) == 0);
         CHECK(ret == n1 && n1->connected);
+        CHECK_INT(ctl->reconnecting, 1);
         /* A version from a controller whose clock ran ahead: ours moves past it. */
         uint64_t ahead = n1->version + 5000000;
         CHECK(ctl_node_sync(ctl, &same, ahead, &ret, &err) == 0);
