@@ -259,8 +259,7 @@ void jobs_tick(Controller *ctl, int64_t now_ms) {
                         if (health_detect(&seen, &f)) {
                                 turn_event(&ctl->turn, job->id, r->node_name, "start_timeout", "%s",
                                            f.detail);
-                                jobs_attempt_failed(ctl, job,
-                                                    model_node_find(&ctl->model, r->node_name), &f);
+                                jobs_attempt_failed(ctl, job, model_rank_node(&ctl->model, r), &f);
                                 break;
                         }
                 }

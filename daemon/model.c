@@ -222,8 +222,7 @@ void model_nodes_recount_all(Model *m) {
                 Job *job = m->active[j];
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *r = &job->ranks[k];
-                        Node *node =
-                                r->alive && r->node_name ? model_node_find(m, r->node_name) : NULL;
+                        Node *node = r->alive ? model_rank_node(m, r) : NULL;
                         if (node)
                                 model_node_hold(node, job, r, 1);
                 }

@@ -23,6 +23,7 @@ typedef struct Rank {
         int rank;
         int attempt;
         char *node_name;
+        int node_index; /* its node's index in the model (nodes are never removed); -1: none */
         int *devices; /* inventory indices on its node */
         int n_devices;
         RankState state;
@@ -223,6 +224,13 @@ typedef struct Model {
         int64_t next_job_id;
         FleetRate rate;
 } Model;
+
+/* The node a placed rank is on, without a lookup by name (a pass does this per rank). */
+static inline Node *model_rank_node(const Model *m, const Rank *r) {
+        return r->node_name && r->node_index >= 0 && r->node_index < m->n_nodes
+                       ? m->nodes[r->node_index]
+                       : NULL;
+}
 
 void model_init(Model *m);
 void model_clear(Model *m);

@@ -245,9 +245,11 @@ static int load_rank(void *ud, const StoreRank *sr) {
         rank_clear(r);
         json_error_t jerr;
         json_t *devs = json_loads(sr->devices ? sr->devices : "[]", 0, &jerr);
+        Node *node = sr->node ? model_node_find(m, sr->node) : NULL;
         *r = (Rank){.rank = sr->rank,
                     .attempt = sr->attempt,
                     .node_name = xstrdup(sr->node),
+                    .node_index = node ? node->index : -1,
                     .n_devices = (int) json_array_size(devs),
                     .pid = (int) from_opt(sr->pid, 0),
                     .exit_code = (int) from_opt(sr->exit_code, -1),
@@ -359,7 +361,7 @@ int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
                 Job *job = m->active[j];
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *rk = &job->ranks[k];
-                        Node *node = rk->node_name ? model_node_find(m, rk->node_name) : NULL;
+                        Node *node = model_rank_node(m, rk);
                         uint64_t v = node ? node->version : 1;
                         /* The start timeout of a rank still starting counts from now. */
                         rk->assigned_mono = util_now_ms();

@@ -18,6 +18,7 @@
 typedef struct Snapshot {
         SchedSnapshot s;
         SchedLabel *label_pool;
+        SchedDevice *device_pool; /* behind s.nodes[].devices: one allocation per pass */
         SchedLabel *selector_pool;
         Job **job_of; /* parallel to s.jobs */
         Job **running_of; /* parallel to s.running */
@@ -26,7 +27,7 @@ typedef struct Snapshot {
 } Snapshot;
 
 /* Fills a scheduler node from a Node; labels point into the node's JSON. */
-static void sched_node_fill(Node *node, SchedNode *sn, SchedLabel *labels) {
+static void sched_node_fill(Node *node, SchedNode *sn, SchedDevice *devices, SchedLabel *labels) {
         *sn = (SchedNode){.name = node->name,
                           .schedulable = node->state == NODE_READY,
                           .cpus_free = node->cpus,
@@ -34,7 +35,7 @@ static void sched_node_fill(Node *node, SchedNode *sn, SchedLabel *labels) {
                           .memory_free_mb = node->memory_mb > 0 ? node->memory_mb : -1,
                           .memory_total_mb = node->memory_mb > 0 ? node->memory_mb : 0,
                           .n_devices = node->n_devices,
-                          .devices = xcalloc((size_t) node->n_devices + 1, sizeof(SchedDevice)),
+                          .devices = devices,
                           .labels = labels};
         for (int d = 0; d < node->n_devices; d++)
                 sn->devices[d] = (SchedDevice){.kind = node->devices[d].kind,
@@ -74,16 +75,20 @@ static void sched_job_fill(const JobSpec *spec, const Job *job, SchedJob *sj,
 
 /* Nodes with their free capacity (after what alive ranks hold, when with_usage). */
 static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
-        size_t n_labels = 0;
-        for (int i = 0; i < ctl->model.n_nodes; i++)
+        size_t n_labels = 0, n_devices = 0;
+        for (int i = 0; i < ctl->model.n_nodes; i++) {
                 n_labels += json_object_size(ctl->model.nodes[i]->labels);
+                n_devices += (size_t) ctl->model.nodes[i]->n_devices;
+        }
         snap->label_pool = xcalloc(n_labels + 1, sizeof(SchedLabel));
+        snap->device_pool = xmalloc((n_devices + 1) * sizeof(SchedDevice));
         snap->s.nodes = xcalloc((size_t) ctl->model.n_nodes + 1, sizeof(SchedNode));
-        for (int i = 0, off = 0; i < ctl->model.n_nodes; i++) {
+        for (int i = 0, off = 0, dev = 0; i < ctl->model.n_nodes; i++) {
                 Node *node = ctl->model.nodes[i];
                 SchedNode *sn = &snap->s.nodes[i];
-                sched_node_fill(node, sn, snap->label_pool + off);
+                sched_node_fill(node, sn, snap->device_pool + dev, snap->label_pool + off);
                 off += sn->n_labels;
+                dev += node->n_devices;
                 if (!with_usage)
                         continue;
                 sn->cpus_free -= node->used_cpus;
@@ -131,7 +136,7 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                 int *rank_node = snap->rank_nodes + slot, *rank_devices = snap->rank_devices + dev;
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *r = &job->ranks[k];
-                        Node *node = r->alive ? model_node_find(&ctl->model, r->node_name) : NULL;
+                        Node *node = r->alive ? model_rank_node(&ctl->model, r) : NULL;
                         rank_node[k] = node ? node->index : -1;
                         for (int d = 0; d < apr; d++)
                                 rank_devices[k * apr + d] =
@@ -161,8 +166,7 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
 }
 
 static void snapshot_free(Snapshot *snap) {
-        for (int i = 0; i < snap->s.n_nodes; i++)
-                free(snap->s.nodes[i].devices);
+        free(snap->device_pool);
         free(snap->s.nodes);
         free(snap->s.jobs);
         free(snap->s.running);

@@ -254,7 +254,7 @@ void tr_rank_gone(Turn *t, Job *job, Rank *r) {
         if (!r->alive)
                 return;
         r->alive = false;
-        Node *node = model_node_find(t->model, r->node_name);
+        Node *node = model_rank_node(t->model, r);
         if (node)
                 model_node_hold(node, job, r, -1);
         model_active_recheck(t->model, job);
@@ -275,7 +275,7 @@ bool tr_rank(Turn *t, Job *job, Rank *r, RankState to) {
                 return true;
         /* The node's desired set changed, so its version grows: an agent that applied
          * the old one must not be told it is unchanged (api/, docs/PROTOCOL.md). */
-        Node *node = model_node_find(t->model, r->node_name);
+        Node *node = model_rank_node(t->model, r);
         if (node)
                 tr_node_bump(t, node);
         /* A rank known dead needs no kill, so no confirmation. */
@@ -387,6 +387,7 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
                 *rk = (Rank){.rank = r,
                              .attempt = job->attempt,
                              .node_name = xstrdup(node_of[ni]->name),
+                             .node_index = node_of[ni]->index,
                              .n_devices = apr,
                              .devices = xcalloc((size_t) apr + 1, sizeof(int)),
                              .state = RANK_ASSIGNED,
