@@ -46,6 +46,10 @@ extern const char api_ui_index_html[], api_ui_app_js[], api_ui_app_css[];
 /* Connections agents can never take, so that API users are served beside any fleet: a
  * sixteenth of the limit, at least this many. */
 #define API_USER_RESERVE_MIN 16
+/* Connections one node's agent may hold: its held poll and the request with news that
+ * replaced it, with room for a poll still held after its agent gave up on it. More
+ * from one node is a broken or hostile agent taking the rest of the fleet's share. */
+#define API_AGENT_CONNECTIONS_PER_NODE 4
 #define API_MAX_JSON_DEPTH 32
 #define API_RUNS_PER_TURN 64
 
@@ -90,7 +94,9 @@ struct Request {
 
 /* Per connection (libmicrohttpd's socket context), from its start to its close. */
 typedef struct Connection {
-        bool agent; /* it made an agent request: counted in Api.agent_connections */
+        /* The node its agent requests speak for: counted in Api.agent_connections and
+         * in that node's count. NULL: no agent request yet. */
+        char *node;
 } Connection;
 
 struct Api {
@@ -113,6 +119,7 @@ struct Api {
         /* Connections that agents hold, and how many they may: the rest are the API
          * users' reserve. */
         unsigned agent_connections, agent_connection_limit;
+        StrMap *agent_connections_of; /* node name -> connections counted for it */
         uint64_t agents_turned_away;
 };
 
@@ -588,7 +595,58 @@ static void handle_submit(Api *api, Request *req, struct MHD_Connection *con) {
                 request_set_answer(req, created ? 201 : 200, view_job(api->ctl, job, true));
 }
 
-static void handle_register(Api *api, Request *req) {
+static void agent_connection_release(Api *api, Connection *c) {
+        if (!c->node)
+                return;
+        intptr_t n = (intptr_t) strmap_get(api->agent_connections_of, c->node);
+        if (n > 1)
+                strmap_put(api->agent_connections_of, c->node, (void *) (n - 1));
+        else
+                strmap_remove(api->agent_connections_of, c->node);
+        api->agent_connections--;
+        free(c->node);
+        c->node = NULL;
+}
+
+/* 503 busy: the connection closes, and the agent retries with jitter as after any failed
+ * request. */
+static bool agent_turned_away(Api *api, Request *req, const char *why) {
+        api->agents_turned_away++;
+        req->busy = true;
+        request_set_error(req, 503, "busy", NULL, why);
+        return false;
+}
+
+/*
+ * An agent's request for node is served on a connection that already speaks for that
+ * node; on another, while the node holds fewer than API_AGENT_CONNECTIONS_PER_NODE and
+ * agents fewer than their limit. So a fleet larger than the process can hold never takes
+ * the API users' reserve, and one agent (with its node's token) cannot take the fleet's.
+ * Called once the node is known to be the token's.
+ */
+static bool agent_admitted(Api *api, Request *req, struct MHD_Connection *con, const char *node) {
+        const union MHD_ConnectionInfo *info =
+                MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        Connection *c = info ? info->socket_context : NULL;
+        if (!c || (c->node && strcmp(c->node, node) == 0))
+                return true;
+        agent_connection_release(api, c);
+        intptr_t n = (intptr_t) strmap_get(api->agent_connections_of, node);
+        if (n >= API_AGENT_CONNECTIONS_PER_NODE)
+                return agent_turned_away(api, req,
+                                         "this node's agent holds as many connections as one "
+                                         "node may; retry");
+        if (api->agent_connections >= api->agent_connection_limit)
+                return agent_turned_away(api, req,
+                                         "the controller holds as many agent connections as "
+                                         "it may; retry");
+        strmap_put(api->agent_connections_of, node, (void *) (n + 1));
+        c->node = xstrdup(node);
+        api->agent_connections++;
+        return true;
+}
+
+static void handle_register(Api *api, Request *req, struct MHD_Connection *con) {
         json_t *j = parse_body(req);
         if (!j)
                 return;
@@ -601,6 +659,8 @@ static void handle_register(Api *api, Request *req) {
         else if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
                  !util_streq_ptr(req->who.node, msg.node))
                 request_set_forbidden(req, "register another node");
+        else if (!agent_admitted(api, req, con, msg.node))
+                ;
         else if (ctl_node_register(api->ctl, &msg, &node, &err) < 0)
                 request_set_ctl_error(req, &err);
         else {
@@ -653,6 +713,8 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
         else if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
                  !util_streq_ptr(req->who.node, msg.node)) {
                 request_set_forbidden(req, "sync for another node");
+                wire_sync_clear(&msg);
+        } else if (!agent_admitted(api, req, con, msg.node)) {
                 wire_sync_clear(&msg);
         } else if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0) {
                 request_set_ctl_error(req, &err);
@@ -736,8 +798,8 @@ static void handle_metrics(Api *api, Request *req) {
                              "Connections agents may hold.");
         fprintf(f, "axctl_agent_connections_limit %u\n", api->agent_connection_limit);
         metrics_write_header(f, "axctl_agent_requests_turned_away_total", "counter",
-                             "Agent requests answered 503 busy because agents held their "
-                             "limit of connections.");
+                             "Agent requests answered 503 busy because agents, or their "
+                             "node, held their limit of connections.");
         fprintf(f, "axctl_agent_requests_turned_away_total %llu\n",
                 (unsigned long long) api->agents_turned_away);
         fclose(f);
@@ -835,31 +897,6 @@ static bool authenticate(Api *api, Request *req, struct MHD_Connection *con, Api
         return true;
 }
 
-/*
- * An agent's request is served on a connection agents already hold, or while they hold
- * fewer than their limit; otherwise 503 and the connection closes, so that a fleet
- * larger than the process can hold never takes the API users' reserve. The agent
- * retries (with jitter) as after any failed sync.
- */
-static bool agent_admitted(Api *api, Request *req, struct MHD_Connection *con) {
-        const union MHD_ConnectionInfo *info =
-                MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        Connection *c = info ? info->socket_context : NULL;
-        if (!c || c->agent)
-                return true;
-        if (api->agent_connections >= api->agent_connection_limit) {
-                api->agents_turned_away++;
-                req->busy = true;
-                request_set_error(req, 503, "busy", NULL,
-                                  "the controller holds as many agent connections as it may; "
-                                  "retry");
-                return false;
-        }
-        c->agent = true;
-        api->agent_connections++;
-        return true;
-}
-
 static void on_connection(void *cls, struct MHD_Connection *con, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
         Api *api = cls;
@@ -868,8 +905,8 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
                 return;
         }
         Connection *c = *socket_context;
-        if (c && c->agent)
-                api->agent_connections--;
+        if (c)
+                agent_connection_release(api, c);
         free(c);
         *socket_context = NULL;
 }
@@ -952,11 +989,10 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 request_set_answer(req, 200, view_quotas(api->ctl));
                 break;
         case ROUTE_AGENT_REGISTER:
-                if (agent_admitted(api, req, con))
-                        handle_register(api, req);
+                handle_register(api, req, con);
                 break;
         case ROUTE_AGENT_SYNC:
-                return agent_admitted(api, req, con) && handle_sync(api, req, con);
+                return handle_sync(api, req, con);
         case ROUTE_NOT_FOUND:
                 /* Answered above. No default: -Wswitch makes every new route need a case. */
                 request_set_error(req, 404, "not_found", NULL, "no such route");
@@ -1144,6 +1180,7 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
                 free(api);
                 return -errno;
         }
+        api->agent_connections_of = strmap_new();
         for (int r = 0; r <= _ROUTE_MAX; r++)
                 histogram_init_latency(&api->latency[r]);
         /*
@@ -1189,6 +1226,7 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
                                     MHD_OPTION_END);
         if (!api->mhd) {
                 close(api->proxy_ep);
+                strmap_free(api->agent_connections_of);
                 free(api);
                 return -EIO;
         }
@@ -1224,6 +1262,7 @@ Api *api_free(Api *api) {
                         MHD_resume_connection(r->connection);
                 }
         MHD_stop_daemon(api->mhd);
+        strmap_free(api->agent_connections_of); /* after the connections' release */
         close(api->proxy_ep);
         free(api);
         return NULL;

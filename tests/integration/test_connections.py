@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Issue 13's connection policy, against a real axctld whose descriptor limit is small
 enough to fill: agents behind one address are not capped per address; agents can never
-take the connections kept for API users; an agent turned away gets 503 `busy` and its
+take the connections kept for API users, and one node's agent cannot take the fleet's
+(four connections a node); an agent turned away gets 503 `busy` and its
 connection closed, and gets in once other agents let go of theirs. And a controller that
 is loading a big database accepts the connections that come meanwhile, rather than
 leaving them to a listen backlog whose overflow waits for TCP's SYN retransmits."""
@@ -89,6 +90,51 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
         status, body, _ = self.register(late, "late")
         self.assertEqual(status, 200, body)
         self.assertGreaterEqual(metric(c, "axctl_agent_requests_turned_away_total"), 1)
+
+    def test_one_node_cannot_take_the_fleets_connections(self):
+        # A broken or hostile agent (with its node's token it speaks only for its node)
+        # opens connection after connection: it gets four, the rest of the fleet its own.
+        c = self.start_cluster(0)
+        hog = []
+        self.addCleanup(lambda: [h.close() for h in hog])
+        for i in range(4):
+            conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+            hog.append(conn)
+            status, body, _ = self.register(conn, "hog")
+            self.assertEqual(status, 200, (i, body))
+        self.assertEqual(metric(c, "axctl_agent_connections"), 4)
+        more = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        self.addCleanup(more.close)
+        status, body, resp = self.register(more, "hog")
+        self.assertEqual(status, 503, body)
+        self.assertEqual(body["error"]["code"], "busy", body)
+        self.assertIn("one node", body["error"]["message"])
+        self.assertEqual(resp.getheader("Connection"), "close")
+        more.close()
+        self.assertEqual(metric(c, "axctl_agent_connections"), 4)
+
+        # Another node is served; a held connection of the hog goes on being served.
+        other = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        self.addCleanup(other.close)
+        self.assertEqual(self.register(other, "other")[0], 200)
+        self.assertEqual(self.register(hog[0], "hog")[0], 200)
+        self.assertEqual(metric(c, "axctl_agent_connections"), 5)
+
+        # A connection that speaks for another node counts for that one: the hog's count
+        # drops and a new connection of it gets in.
+        self.assertEqual(self.register(hog[1], "moved")[0], 200)
+        again = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        self.addCleanup(again.close)
+        self.assertEqual(self.register(again, "hog")[0], 200)
+        self.assertEqual(metric(c, "axctl_agent_connections"), 6)
+
+        # Closed connections are let go of.
+        for h in hog + [other, again]:
+            h.close()
+        deadline = time.monotonic() + 10
+        while metric(c, "axctl_agent_connections") != 0:
+            self.assertLess(time.monotonic(), deadline, "closed connections were still counted")
+            time.sleep(0.05)
 
 
 
