@@ -104,6 +104,9 @@ typedef struct Job {
         int tier; /* 0: within its project's quota; 1: on borrowed capacity */
         int64_t queued_ms; /* wall: when it last entered the queue (submit, preemption) */
         bool dirty;
+        /* Its row is in the store (loaded, or inserted by a turn: a turn that fails stops
+         * the controller): later writes leave its spec out. */
+        bool stored;
         /* Its goodput figures are in the store (it ended, and a turn wrote them): the
          * fleet's sums read them there, not from its timeline. */
         bool goodput_saved;

@@ -32,7 +32,7 @@ static char *devices_json(const Rank *r) {
 }
 
 static int persist_job(Store *store, Job *job) {
-        _cleanup_free_ char *spec = spec_to_text(job->spec);
+        _cleanup_free_ char *spec = job->stored ? NULL : spec_to_text(job->spec);
         StoreJob sj = {
                 .id = job->id,
                 .name = job->spec->name,
@@ -58,6 +58,7 @@ static int persist_job(Store *store, Job *job) {
                 .best_step = job->best_step >= 0 ? job->best_step : STORE_NONE,
         };
         int r = store_job_put(store, &sj);
+        job->stored |= r >= 0;
         for (int i = 0; r >= 0 && i < job->n_attempts; i++) {
                 Attempt *a = &job->attempts[i];
                 if (!a->dirty)
@@ -179,6 +180,7 @@ static int load_job(void *ud, const StoreJob *sj) {
         tr_job_restore(job, sj->state);
         /* Every ended job's figures are stored: persist_goodput_backfill sees to those of
          * older databases before anything reads them. */
+        job->stored = true;
         job->goodput_saved = job_state_is_terminal(job->state);
         job->attempt = sj->attempt;
         job->restarts = sj->restarts;

@@ -119,6 +119,7 @@ static const char *const migrations[] = {
 
 enum {
         STMT_JOB_PUT,
+        STMT_JOB_UPDATE,
         STMT_ATTEMPT_PUT,
         STMT_RANK_PUT,
         STMT_NODE_PUT,
@@ -157,6 +158,11 @@ static const char *const statement_sql[_STMT_MAX] = {
                          " avoid_node=excluded.avoid_node, priority=excluded.priority,"
                          " tier=excluded.tier, queued_ms=excluded.queued_ms,"
                          " quick_failures=excluded.quick_failures, best_step=excluded.best_step",
+        /* The same columns, for a job whose row exists: its spec is not rendered again. */
+        [STMT_JOB_UPDATE] = "UPDATE job SET state=?, attempt=?, restarts=?, reason=?, exit_code=?,"
+                            " started_ms=?, finished_ms=?, ckpt_step=?, ckpt_path=?,"
+                            " avoid_node=?, priority=?, tier=?, queued_ms=?, quick_failures=?,"
+                            " best_step=? WHERE id=?",
         [STMT_ATTEMPT_PUT] =
                 "INSERT INTO attempt (job, attempt, resume_step, resume_path, started_ms,"
                 " ended_ms, end_reason, blamed_node, detail, running_ms, first_progress_ms,"
@@ -380,7 +386,26 @@ static const char *or_default(const char *s, const char *fallback) {
         return s ? s : fallback;
 }
 
+static int job_update(Store *store, const StoreJob *j) {
+        StoreParam p[] = {
+                STORE_TEXT(j->state),      STORE_INT(j->attempt),
+                STORE_INT(j->restarts),    STORE_TEXT(or_default(j->reason, "")),
+                STORE_INT(j->exit_code),   STORE_INT(j->started_ms),
+                STORE_INT(j->finished_ms), STORE_INT(j->ckpt_step),
+                STORE_TEXT(j->ckpt_path),  STORE_TEXT(j->avoid_node),
+                STORE_INT(j->priority),    STORE_INT(j->tier),
+                STORE_INT(j->queued_ms),   STORE_INT(j->quick_failures),
+                STORE_INT(j->best_step),   STORE_INT(j->id),
+        };
+        int64_t changes = 0;
+        int r = store->backend->run(store->conn, STMT_JOB_UPDATE, statement_sql[STMT_JOB_UPDATE], p,
+                                    N_PARAMS(p), NULL, NULL, &changes);
+        return r < 0 ? r : changes == 1 ? 0 : -ENOENT;
+}
+
 int store_job_put(Store *store, const StoreJob *j) {
+        if (!j->spec)
+                return job_update(store, j);
         StoreParam p[] = {
                 STORE_INT(j->id),
                 STORE_TEXT(j->name),

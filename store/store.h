@@ -21,7 +21,9 @@ typedef struct StoreJob {
         int64_t id;
         const char *name, *project, *user;
         int priority;
-        const char *spec; /* normalised spec JSON */
+        /* Normalised spec JSON. NULL: the job's row exists, and only the columns that
+         * change after a submit are written (-ENOENT when there is no such row). */
+        const char *spec;
         const char *state;
         int attempt;
         int restarts;

@@ -102,6 +102,7 @@ static int count_jobs(void *ud, const StoreJob *j) {
         int *n = ud;
         (*n)++;
         CHECK_STR(j->name, "train");
+        CHECK_STR(j->spec, "{}");
         CHECK_STR(j->state, "running");
         CHECK_INT(j->exit_code, STORE_NONE);
         CHECK_INT(j->ckpt_step, 40);
@@ -408,7 +409,7 @@ static void test_reopen(void) {
                         .project = "p",
                         .user = "u",
                         .spec = "{}",
-                        .state = "running",
+                        .state = "pending",
                         .attempt = 2,
                         .reason = "",
                         .exit_code = STORE_NONE,
@@ -416,10 +417,19 @@ static void test_reopen(void) {
                         .started_ms = STORE_NONE,
                         .finished_ms = STORE_NONE,
                         .idempotency_key = "key-1",
-                        .ckpt_step = 40,
-                        .ckpt_path = "/c"};
+                        .ckpt_step = STORE_NONE};
         CHECK_INT(store_begin(s), 0);
         CHECK_INT(store_job_put(s, &job), 0);
+        /* A job whose row exists is written without its spec: the rest changes, the
+         * spec stays. Without a row there is nothing to write to. */
+        StoreJob later = job;
+        later.spec = NULL;
+        later.state = "running";
+        later.ckpt_step = 40;
+        later.ckpt_path = "/c";
+        CHECK_INT(store_job_put(s, &later), 0);
+        later.id = 9;
+        CHECK_INT(store_job_put(s, &later), -ENOENT);
         StoreRank r1 = {.job = 1,
                         .attempt = 1,
                         .rank = 0,
