@@ -84,7 +84,7 @@ json_t *view_job(Controller *ctl, Job *job, bool with_details) {
         return j;
 }
 
-json_t *view_node(Controller *ctl, Node *node) {
+json_t *view_node_status(Controller *ctl, Node *node) {
         int cpus_free, devs_free, ranks;
         model_node_free_capacity(node, &cpus_free, &devs_free, &ranks);
         /* Free devices per kind. */
@@ -95,15 +95,21 @@ json_t *view_node(Controller *ctl, Node *node) {
                 bool is_free = node->device_used[d] == 0;
                 json_object_set_new(free_acc, kind, json_integer(have + (is_free ? 1 : 0)));
         }
+        json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:O,s:o,s:{s:i,s:o},s:i}", "name", node->name,
+                              "hostname", node->hostname ? node->hostname : "", "state",
+                              node_state_to_string(node->state), "reason",
+                              node->reason ? node->reason : "", "labels", node->labels, "last_seen",
+                              view_time(node->last_seen_ms), "free", "cpus", cpus_free,
+                              "accelerators", free_acc, "ranks", ranks);
+        json_object_set_new(j, "address", node->address ? json_string(node->address) : json_null());
+        return j;
+}
+
+json_t *view_node(Controller *ctl, Node *node) {
+        json_t *j = view_node_status(ctl, node);
         json_error_t jerr;
         json_t *inventory = json_loads(node->inventory, 0, &jerr);
-        json_t *j = json_pack(
-                "{s:s,s:s,s:s,s:s,s:O,s:o,s:o,s:{s:i,s:o},s:i}", "name", node->name, "hostname",
-                node->hostname ? node->hostname : "", "state", node_state_to_string(node->state),
-                "reason", node->reason ? node->reason : "", "labels", node->labels, "last_seen",
-                view_time(node->last_seen_ms), "inventory", inventory ? inventory : json_object(),
-                "free", "cpus", cpus_free, "accelerators", free_acc, "ranks", ranks);
-        json_object_set_new(j, "address", node->address ? json_string(node->address) : json_null());
+        json_object_set_new(j, "inventory", inventory ? inventory : json_object());
         return j;
 }
 

@@ -7,7 +7,9 @@
 #include "controller.h"
 
 json_t *view_job(Controller *ctl, Job *job, bool with_details);
+/* A node as GET /v1/nodes lists it; view_node_status: all of it but its inventory. */
 json_t *view_node(Controller *ctl, Node *node);
+json_t *view_node_status(Controller *ctl, Node *node);
 json_t *view_event(const StoreEvent *e);
 /* Per project, its quota and use of each resource kind (GET /v1/quotas). */
 json_t *view_quotas(Controller *ctl);
