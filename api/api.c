@@ -742,18 +742,39 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
         return wait;
 }
 
+/* An answer written as a stream: the 500 is set when there is no memory for one. */
+typedef struct StreamedAnswer {
+        char *text;
+        size_t len;
+        FILE *f;
+} StreamedAnswer;
+
+static bool answer_stream_open(Request *req, StreamedAnswer *a) {
+        *a = (StreamedAnswer){0};
+        a->f = open_memstream(&a->text, &a->len);
+        if (!a->f)
+                request_set_error(req, 500, "internal", NULL, "out of memory");
+        return a->f != NULL;
+}
+
+/* content_type NULL: JSON. */
+static void answer_stream_close(Request *req, StreamedAnswer *a, const char *content_type) {
+        fclose(a->f);
+        free(req->answer);
+        req->status = 200;
+        req->answer = a->text;
+        req->content_type = content_type;
+}
+
 /* A node keeps its inventory as JSON text (daemon/model.h): the listing splices that text
  * into each node's view rather than parse every node's inventory per listing. */
 static void handle_nodes(Api *api, Request *req) {
         int n;
         Node **nodes = ctl_nodes(api->ctl, &n);
-        char *text = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&text, &len);
-        if (!f) {
-                request_set_error(req, 500, "internal", NULL, "out of memory");
+        StreamedAnswer a;
+        if (!answer_stream_open(req, &a))
                 return;
-        }
+        FILE *f = a.f;
         fputs("{\"nodes\":[", f);
         for (int i = 0; i < n; i++) {
                 json_t *view = view_node_status(api->ctl, nodes[i]);
@@ -765,20 +786,14 @@ static void handle_nodes(Api *api, Request *req) {
                 free(status);
         }
         fputs("]}", f);
-        fclose(f);
-        free(req->answer);
-        req->status = 200;
-        req->answer = text;
+        answer_stream_close(req, &a, NULL);
 }
 
 static void handle_metrics(Api *api, Request *req) {
-        char *text = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&text, &len);
-        if (!f) {
-                request_set_error(req, 500, "internal", NULL, "out of memory");
+        StreamedAnswer a;
+        if (!answer_stream_open(req, &a))
                 return;
-        }
+        FILE *f = a.f;
         ctl_metrics_write(api->ctl, f);
         metrics_write_header(f, "axctl_api_requests_total", "counter",
                              "API requests answered, by route and status class.");
@@ -822,11 +837,7 @@ static void handle_metrics(Api *api, Request *req) {
                              "node, held their limit of connections.");
         fprintf(f, "axctl_agent_requests_turned_away_total %llu\n",
                 (unsigned long long) api->agents_turned_away);
-        fclose(f);
-        free(req->answer);
-        req->status = 200;
-        req->answer = text;
-        req->content_type = "text/plain; version=0.0.4";
+        answer_stream_close(req, &a, "text/plain; version=0.0.4");
 }
 
 static void handle_static(Request *req, const char *text, const char *content_type) {
