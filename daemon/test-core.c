@@ -726,6 +726,12 @@ static void test_restart_keeps_nodes(void) {
         uint64_t now_at = n1->version; /* an agent at our version moves nothing */
         CHECK(ctl_node_sync(ctl, &same, now_at, &ret, &err) == 0);
         CHECK(n1->version == now_at);
+        /* A claim beyond what a version can be (a hostile or broken agent) moves nothing:
+         * followed, it would be stored negative. */
+        CHECK(ctl_node_sync(ctl, &same, NODE_VERSION_MAX + 1, &ret, &err) == 0);
+        CHECK(n1->version == now_at);
+        CHECK(ctl_node_sync(ctl, &same, UINT64_MAX, &ret, &err) == 0);
+        CHECK(n1->version == now_at);
         CHECK(model_lease_oldest(&ctl->model) == ctl_node_find(ctl, "n2")); /* n1 touched */
         WireSync other = {
                 .node = "n2", .boot_id = "boot-1", .agent_id = "agent-2", .healthy = true};
