@@ -193,14 +193,22 @@ static void totals_add_ms(GoodputTotals *t, const int64_t ms[]) {
         }
 }
 
+/* Adds a project's stored sums (accelerator-ms) to the report. */
+static void sums_add_stored(CtlGoodputSums *sums, const char *project, int64_t jobs,
+                            const GoodputTotals *t) {
+        CtlGoodputProject *p = sums_project(sums, project);
+        p->jobs += jobs;
+        totals_add_ms(&p->t, t->ms);
+        totals_add_ms(&sums->fleet, t->ms);
+}
+
 static int sums_stored(void *userdata, const StoreGoodput *g) {
         SumsCtx *c = userdata;
         if (c->q->visible && !c->q->visible(c->q->userdata, g->project))
                 return 0;
-        CtlGoodputProject *p = sums_project(c->sums, g->project);
-        p->jobs += g->jobs;
-        totals_add_ms(&p->t, g->ms);
-        totals_add_ms(&c->sums->fleet, g->ms);
+        GoodputTotals t = {0};
+        totals_add_ms(&t, g->ms);
+        sums_add_stored(c->sums, g->project, g->jobs, &t);
         return 0;
 }
 
@@ -217,6 +225,11 @@ static int sums_straddling(void *userdata, const StoreGoodput *g) {
         return 0;
 }
 
+static int project_by_name(const void *a, const void *b) {
+        return strcmp(((const CtlGoodputProject *) a)->project,
+                      ((const CtlGoodputProject *) b)->project);
+}
+
 void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums *ret) {
         *ret = (CtlGoodputSums){0};
         /* Jobs whose figures are not stored yet, from their timelines... */
@@ -227,14 +240,29 @@ void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums 
                         continue;
                 sums_add_job(ret, job, ctl_goodput_weight(job), q->since_ms, q->now_ms);
         }
-        /* ...and those of jobs that ended, summed in the store: in memory or not. */
-        SumsCtx c = {.ctl = ctl, .sums = ret, .q = q};
-        int r = store_goodput_sum(ctl->store, q->project, q->since_ms, sums_stored, &c);
-        if (r >= 0 && q->since_ms > 0 && q->lookup)
-                r = store_goodput_straddling(ctl->store, q->project, q->since_ms, sums_straddling,
-                                             &c);
-        if (r < 0)
-                log_warning("reading stored goodput: %s", store_last_error(ctl->store));
+        /* ...and those of jobs that ended, in memory or not: since the beginning, the
+         * sums kept as they were stored; over a window, summed in the store. */
+        if (q->since_ms <= 0) {
+                const Model *m = &ctl->model;
+                const StoredGoodput *one =
+                        q->project ? strmap_get(m->stored_goodput_index, q->project) : NULL;
+                for (int k = 0; k < (q->project ? !!one : m->n_stored_goodput); k++) {
+                        const StoredGoodput *g = one ? one : m->stored_goodput[k];
+                        if (!q->visible || q->visible(q->userdata, g->project))
+                                sums_add_stored(ret, g->project, g->jobs, &g->t);
+                }
+        } else {
+                SumsCtx c = {.ctl = ctl, .sums = ret, .q = q};
+                int r = store_goodput_sum(ctl->store, q->project, q->since_ms, sums_stored, &c);
+                if (r >= 0 && q->lookup)
+                        r = store_goodput_straddling(ctl->store, q->project, q->since_ms,
+                                                     sums_straddling, &c);
+                if (r < 0)
+                        log_warning("reading stored goodput: %s", store_last_error(ctl->store));
+        }
+        /* By name, however the sums came: a report reads the same before and after a
+         * restart. */
+        qsort(ret->projects, (size_t) ret->n_projects, sizeof(CtlGoodputProject), project_by_name);
 }
 
 void ctl_goodput_sums_clear(CtlGoodputSums *sums) {
@@ -251,21 +279,47 @@ void ctl_goodput_fleet_rate(Controller *ctl, int64_t now_ms, CtlFailureRate *ret
                                            f->live_start_ranks_ms};
 }
 
-static int rate_stored(void *userdata, const StoreGoodput *g) {
-        FleetRate *rate = userdata;
-        rate->interruptions += g->interruptions;
-        rate->ended_rank_ms += g->rank_ms;
+static StoredGoodput *stored_project(Model *m, const char *project) {
+        StoredGoodput *g = strmap_get(m->stored_goodput_index, project);
+        if (!g) {
+                g = xcalloc(1, sizeof(StoredGoodput));
+                g->project = xstrdup(project);
+                GROW(m->stored_goodput, m->n_stored_goodput, m->cap_stored_goodput);
+                m->stored_goodput[m->n_stored_goodput++] = g;
+                strmap_put(m->stored_goodput_index, g->project, g);
+        }
+        return g;
+}
+
+void ctl_goodput_stored_add(Model *m, const StoreGoodput *job) {
+        StoredGoodput *g = stored_project(m, job->project);
+        if (job->finished_ms > job->created_ms) /* as the store's sum counts jobs */
+                g->jobs++;
+        for (int b = 0; b < _GOODPUT_BUCKET_MAX; b++) {
+                g->t.ms[b] += job->ms[b] * job->accelerators;
+                g->t.elapsed_ms += job->ms[b] * job->accelerators;
+        }
+}
+
+/* One project's row of the store's sum (accelerator-ms, jobs counted). */
+static int stored_seed(void *userdata, const StoreGoodput *sum) {
+        Model *m = userdata;
+        StoredGoodput *g = stored_project(m, sum->project);
+        g->jobs += sum->jobs;
+        totals_add_ms(&g->t, sum->ms);
+        m->rate.interruptions += sum->interruptions;
+        m->rate.ended_rank_ms += sum->rank_ms;
         return 0;
 }
 
-int ctl_goodput_rate_load(Store *store, const Model *m, FleetRate *rate) {
-        *rate = (FleetRate){0};
+int ctl_goodput_stored_load(Store *store, Model *m) {
+        m->rate = (FleetRate){0};
         for (int j = 0; j < m->n_jobs; j++) {
                 const Job *job = m->jobs[j];
                 for (int i = 0; !job->goodput_saved && i < job->n_attempts; i++)
-                        model_rate_count(rate, job, &job->attempts[i], 1);
+                        model_rate_count(&m->rate, job, &job->attempts[i], 1);
         }
-        return store_goodput_sum(store, NULL, 0, rate_stored, rate);
+        return store_goodput_sum(store, NULL, 0, stored_seed, m);
 }
 
 /* A job's own rate is trusted from this many interruptions on; before, the fleet's. */

@@ -35,9 +35,12 @@ typedef struct CtlFailureRate {
 
 /* The fleet's rate over every job it has run (in memory or only in the store). O(1). */
 void ctl_goodput_fleet_rate(Controller *ctl, int64_t now_ms, CtlFailureRate *ret);
-/* Seeds rate at load: the stored figures of ended jobs, and the attempts of those in
- * memory whose figures are not stored yet. */
-int ctl_goodput_rate_load(Store *store, const Model *m, FleetRate *rate);
+/* Seeds the model's rate and stored goodput at load from one sum of the store's figures
+ * of ended jobs, and the rate also from the attempts of jobs in memory whose figures are
+ * not stored yet. */
+int ctl_goodput_stored_load(Store *store, Model *m);
+/* An ended job's figures were stored (ctl_goodput_final's): adds them to the model's. */
+void ctl_goodput_stored_add(Model *m, const StoreGoodput *job);
 
 /* An ended job's figures, for the store (written once, with its final state). */
 void ctl_goodput_final(const Job *job, StoreGoodput *ret);
@@ -45,7 +48,9 @@ void ctl_goodput_final(const Job *job, StoreGoodput *ret);
 /*
  * Goodput per project and for the fleet, over every job the controller has run: the
  * jobs whose figures are not stored yet (running, or ended in this turn) from their
- * timelines, the others summed in the store. O(jobs in memory) plus the store's sums.
+ * timelines, the others from the sums kept as they were stored (since_ms 0) or summed
+ * in the store (a window). O(jobs in memory + projects), plus the store's sums over a
+ * window.
  */
 typedef struct CtlGoodputQuery {
         const char *project; /* NULL: every project */

@@ -9,7 +9,10 @@
 #include "util.h"
 
 void model_init(Model *m) {
-        *m = (Model){.idempotency = strmap_new(), .node_index = strmap_new(), .next_job_id = 1};
+        *m = (Model){.idempotency = strmap_new(),
+                     .node_index = strmap_new(),
+                     .stored_goodput_index = strmap_new(),
+                     .next_job_id = 1};
 }
 
 void model_clear(Model *m) {
@@ -21,6 +24,12 @@ void model_clear(Model *m) {
         free(m->active);
         free(m->ending);
         free(m->nodes);
+        for (int i = 0; i < m->n_stored_goodput; i++) {
+                free(m->stored_goodput[i]->project);
+                free(m->stored_goodput[i]);
+        }
+        free(m->stored_goodput);
+        strmap_free(m->stored_goodput_index);
         strmap_free(m->idempotency);
         strmap_free(m->node_index);
         *m = (Model){0};
@@ -229,14 +238,11 @@ void model_nodes_recount_all(Model *m) {
         }
 }
 
-void model_node_set_inventory(Node *node, json_t *inventory, const char *text) {
+/* What the scheduler needs of an inventory (NULL: none): CPUs, memory and devices. */
+static void node_capacity_set(Node *node, json_t *inventory) {
         for (int i = 0; i < node->n_devices; i++)
                 free(node->devices[i].kind);
         free(node->devices);
-        free(node->inventory);
-        node->inventory = text        ? xstrdup(text)
-                          : inventory ? json_dumps(inventory, JSON_COMPACT)
-                                      : xstrdup("{}");
         node->cpus = (int) json_int(inventory, "cpus", 0);
         node->memory_mb = json_int(inventory, "memory_mb", 0);
         json_t *acc = json_object_get(inventory, "accelerators");
@@ -252,6 +258,23 @@ void model_node_set_inventory(Node *node, json_t *inventory, const char *text) {
                                      .numa_node = (int) json_int(a, "numa_node", -1),
                                      .pcie_switch = (int) json_int(a, "pcie_switch", -1)};
         }
+}
+
+void model_node_set_inventory(Node *node, json_t *inventory) {
+        free(node->inventory);
+        node->inventory = inventory ? json_dumps(inventory, JSON_COMPACT) : xstrdup("{}");
+        node_capacity_set(node, inventory);
+}
+
+void model_node_parse_inventory(Node *node) {
+        json_error_t jerr;
+        json_t *inventory = node->inventory ? json_loads(node->inventory, 0, &jerr) : NULL;
+        if (!inventory) {
+                free(node->inventory);
+                node->inventory = xstrdup("{}");
+        }
+        node_capacity_set(node, inventory);
+        json_decref(inventory);
 }
 
 void model_node_free_capacity(const Node *node, int *ret_cpus, int *ret_free_devices,

@@ -11,8 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "scheduler.h"
+#include "goodput.h"
 #include "health.h"
+#include "scheduler.h"
 #include "spec.h"
 #include "states.h"
 #include "strmap.h"
@@ -206,6 +207,17 @@ typedef struct FleetRate {
         int64_t live_start_ranks_ms;
 } FleetRate;
 
+/*
+ * A project's goodput over its ended jobs whose figures are stored (accounting.c),
+ * summed as each is written and seeded at load from one sum of the store, so that a
+ * report since the beginning (/metrics, GET /v1/goodput) reads no stored row.
+ */
+typedef struct StoredGoodput {
+        char *project;
+        int64_t jobs; /* that had any time */
+        GoodputTotals t; /* accelerator-ms */
+} StoredGoodput;
+
 /* Every job and node, with the indexes the controller looks them up by. */
 typedef struct Model {
         Job **jobs; /* all jobs, ascending id */
@@ -226,6 +238,9 @@ typedef struct Model {
         Node *lease_head, *lease_tail;
         int64_t next_job_id;
         FleetRate rate;
+        StoredGoodput **stored_goodput; /* per project, in the order first seen */
+        int n_stored_goodput, cap_stored_goodput;
+        StrMap *stored_goodput_index; /* project -> StoredGoodput */
 } Model;
 
 /* The node a placed rank is on, without a lookup by name (a pass does this per rank). */
@@ -277,7 +292,13 @@ Job **model_node_jobs(const Node *node, int *ret_n);
 void model_node_recount(Node *node);
 /* The same for every node at once, after loading: one walk over the alive ranks. */
 void model_nodes_recount_all(Model *m);
-void model_node_set_inventory(Node *node, json_t *inventory, const char *text);
+/* Sets a node's inventory (NULL: none) as a registration brings it: its text, and what
+ * the scheduler needs of it. */
+void model_node_set_inventory(Node *node, json_t *inventory);
+/* Reads what the scheduler needs from the inventory text the node holds (loaded from
+ * the store; unreadable text counts as none). Touches only the node's capacity fields
+ * and that text, so loading can do it on another thread (persist.c). */
+void model_node_parse_inventory(Node *node);
 /* Free resources of a node. */
 void model_node_free_capacity(const Node *node, int *ret_cpus, int *ret_free_devices,
                               int *ret_ranks);

@@ -125,7 +125,7 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         node->agent_id = msg->agent_id ? xstrdup(msg->agent_id) : NULL;
         json_decref(node->labels);
         node->labels = msg->labels ? json_deep_copy(msg->labels) : json_object();
-        model_node_set_inventory(node, msg->inventory, NULL);
+        model_node_set_inventory(node, msg->inventory);
         schedule_fleet_changed(&ctl->sched);
         model_node_recount(node);
         model_node_touch(&ctl->model, node, util_now_ms());

@@ -92,7 +92,7 @@ static Node *node_new(Model *m, const char *name) {
         node->reason = xstrdup("");
         node->labels = json_object();
         json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
-        model_node_set_inventory(node, inv, NULL);
+        model_node_set_inventory(node, inv);
         json_decref(inv);
         model_node_add(m, node);
         return node;
@@ -699,26 +699,40 @@ static void test_restart_keeps_nodes(void) {
         Controller *ctl = controller("resume");
         uint64_t registered_at = node_register(ctl, "n1")->version;
         node_register(ctl, "n2");
+        json_t *gpus = json_pack("{s:i,s:i,s:[{s:s,s:i},{s:s,s:i,s:i}]}", "cpus", 96, "memory_mb",
+                                 4096, "accelerators", "kind", "nvidia-h100", "numa_node", 0,
+                                 "kind", "nvidia-h100", "numa_node", 1, "pcie_switch", 3);
+        WireRegister msg = {.node = "n3", .boot_id = "boot-1", .inventory = gpus};
+        Node *n3 = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_register(ctl, &msg, &n3, &err) == 0);
+        json_decref(gpus);
         CHECK(ctl_end_turn(ctl) == 0);
         ctl_free(ctl);
         ctl = controller("resume");
         CHECK(model_lease_oldest(&ctl->model) != NULL); /* stored nodes got a lease */
+        /* What the scheduler needs of the inventories, parsed again while jobs loaded. */
+        n3 = ctl_node_find(ctl, "n3");
+        CHECK(n3->cpus == 96 && n3->memory_mb == 4096 && n3->n_devices == 2);
+        CHECK_STR(n3->devices[1].kind, "nvidia-h100");
+        CHECK(n3->devices[0].numa_node == 0 && n3->devices[0].pcie_switch == -1);
+        CHECK(n3->devices[1].numa_node == 1 && n3->devices[1].pcie_switch == 3);
+        CHECK(ctl_node_find(ctl, "n2")->cpus == 8);
         Node *n1 = ctl_node_find(ctl, "n1"), *ret = NULL;
         /* Its version goes on from the stored one: an agent that applied it is told
          * nothing changed. */
         CHECK(n1->version == registered_at);
-        /* Serving starts: scheduling waits for both stored nodes' agents, and a restart's
+        /* Serving starts: scheduling waits for the stored nodes' agents, and a restart's
          * backoff falling due meanwhile does not make the loop spin. */
         ctl_serving_starts(ctl);
-        CHECK_INT(ctl->reconnecting, 2);
+        CHECK_INT(ctl->reconnecting, 3);
         ctl->sched.next_restart_ms = util_now_ms();
         ctl_tick(ctl);
         CHECK(ctl_next_deadline_ms(ctl) > util_now_ms());
-        CtlError err = {0};
         WireSync same = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1", .healthy = true};
         CHECK(ctl_node_sync(ctl, &same, 0, &ret, &err) == 0);
         CHECK(ret == n1 && n1->connected);
-        CHECK_INT(ctl->reconnecting, 1);
+        CHECK_INT(ctl->reconnecting, 2);
         /* A version from a controller whose clock ran ahead: ours moves past it. */
         uint64_t ahead = n1->version + 5000000;
         CHECK(ctl_node_sync(ctl, &same, ahead, &ret, &err) == 0);
@@ -746,6 +760,20 @@ static void test_restart_keeps_nodes(void) {
         ctl_free(ctl);
         ctl = controller("resume");
         CHECK(ctl_node_find(ctl, "n1")->version == moved);
+        ctl_free(ctl);
+        /* A stored inventory that does not parse counts as none. */
+        char path[256];
+        snprintf(path, sizeof(path), "%s/resume.db", tmpdir);
+        sqlite3 *db;
+        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+        CHECK_INT(sqlite3_exec(db, "UPDATE node SET inventory = '{\"cpus\": 9' WHERE name = 'n3'",
+                               NULL, NULL, NULL),
+                  SQLITE_OK);
+        sqlite3_close(db);
+        ctl = controller("resume");
+        n3 = ctl_node_find(ctl, "n3");
+        CHECK(n3->cpus == 0 && n3->n_devices == 0);
+        CHECK_STR(n3->inventory, "{}");
         ctl_free(ctl);
 }
 
@@ -860,6 +888,74 @@ static void test_retired_jobs_stay_in_the_store(void) {
         json_decref(spec);
 }
 
+static int compare_kept_goodput(void *userdata, const StoreGoodput *sum) {
+        Model *m = userdata;
+        const StoredGoodput *g = strmap_get(m->stored_goodput_index, sum->project);
+        CHECK(g != NULL);
+        CHECK(g->jobs == sum->jobs);
+        for (int b = 0; b < STORE_GOODPUT_BUCKETS; b++)
+                CHECK(g->t.ms[b] == sum->ms[b]);
+        return 0;
+}
+
+/* The goodput the controller keeps per project is the store's sum of what it holds. */
+static void check_kept_goodput(Controller *ctl, int n_projects, int64_t jobs) {
+        CHECK_INT(ctl->model.n_stored_goodput, n_projects);
+        CHECK_INT(store_goodput_sum(ctl->store, NULL, 0, compare_kept_goodput, &ctl->model), 0);
+        CtlGoodputSums sums;
+        ctl_goodput_sums(ctl, &(CtlGoodputQuery){.now_ms = util_wall_ms()}, &sums);
+        int64_t counted = 0;
+        for (int k = 0; k < sums.n_projects; k++)
+                counted += sums.projects[k].jobs;
+        CHECK(counted == jobs && sums.fleet.ms[GOODPUT_QUEUEING] > 0);
+        ctl_goodput_sums_clear(&sums);
+}
+
+/* Goodput since the beginning is read from sums kept as figures are stored, not summed
+ * in the store per report: they stay equal to the store's sum as jobs end, after a
+ * restart, once jobs leave memory and after the figures of an old database are filled. */
+static void test_goodput_sums_kept(void) {
+        Controller *ctl = controller("kept");
+        CtlError err = {0};
+        int64_t ids[3];
+        const char *projects[3] = {"p", "q", "p"};
+        for (int i = 0; i < 3; i++) {
+                json_t *spec = json_pack("{s:s,s:s,s:[s],s:i}", "project", projects[i], "user",
+                                         "ann", "command", "/bin/true", "ranks", 1);
+                Job *job = NULL;
+                bool created = false;
+                CHECK(ctl_job_submit(ctl, spec, NULL, &job, &created, &err) == 0);
+                ids[i] = job->id;
+                json_decref(spec);
+        }
+        CHECK(ctl_end_turn(ctl) == 0);
+        usleep(3000); /* queued a while: figures that are not zero */
+        for (int i = 0; i < 2; i++) {
+                Job *job = NULL;
+                CHECK(ctl_job_cancel(ctl, ids[i], &job, &err) == 0);
+        }
+        CHECK(ctl_end_turn(ctl) == 0);
+        check_kept_goodput(ctl, 2, 3); /* the queued third from its timeline */
+        ctl_free(ctl);
+        ctl = controller("kept");
+        check_kept_goodput(ctl, 2, 3);
+        ctl->cfg.job_retention_ms = 0;
+        ctl->next_retire_ms = 0;
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK(ctl_job_find(ctl, ids[0]) == NULL);
+        check_kept_goodput(ctl, 2, 3);
+        ctl_free(ctl);
+        char path[256];
+        snprintf(path, sizeof(path), "%s/kept.db", tmpdir);
+        sqlite3 *db;
+        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+        CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+        ctl = controller("kept");
+        check_kept_goodput(ctl, 2, 3);
+        ctl_free(ctl);
+}
+
 int main(void) {
         tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
@@ -873,6 +969,7 @@ int main(void) {
         test_restart_keeps_nodes();
         test_drains_are_counted();
         test_retired_jobs_stay_in_the_store();
+        test_goodput_sums_kept();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);
         printf("core: ok\n");
