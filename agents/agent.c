@@ -393,8 +393,12 @@ static int64_t agent_retry_delay_ms(void) {
  * the desired state it carries) comes back at once: a report restarting the long-poll
  * each time would, with news every period, never see an answer and fence itself.
  */
-static int64_t agent_wait_ms(const Agent *a) {
+static int64_t agent_wait_ms(const Agent *a, int64_t now) {
         if (a->dirty)
+                return 0;
+        /* A lease half spent already (a request failed, the controller restarted or is
+         * behind) is renewed at once: a hold would spend up to a sync period more of it. */
+        if (now - a->last_contact_ms > a->lease_ms / 2)
                 return 0;
         /*
          * The lease counts from the send time of the last answered request, so while a
@@ -466,7 +470,7 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
         a->request_redirects = 0;
         json_t *body;
         _cleanup_free_ char *url = NULL;
-        int64_t wait_ms = agent_wait_ms(a);
+        int64_t wait_ms = agent_wait_ms(a, now);
         AgentIdentity id = {.boot_id = a->boot_id, .agent_id = a->agent_id};
         a->request_id++;
         if (kind == AGENT_REQUEST_REGISTER) {

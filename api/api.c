@@ -690,6 +690,29 @@ static void request_set_sync_answer(Api *api, Request *req, Node *node) {
         request_set_answer(req, 200, view_desired(api->ctl, node, unchanged));
 }
 
+/*
+ * Answers a sync now, or holds it (returns true) until its node's desired state changes
+ * or a sync period passes. The agent's other request, held before this one, was dropped
+ * for it: answered after this turn's commit, it frees its connection now instead of at
+ * its deadline.
+ */
+static bool sync_answer_or_hold(Api *api, Request *req, Node *node, int64_t wait_ms,
+                                uint64_t version, bool answer_now) {
+        for (LongPoll *p = longpolls_of_node(&api->polls, node->index); p; p = p->node_next)
+                longpolls_set_deadline(&api->polls, p, 0);
+        if (wait_ms <= 0 || node->version != version || answer_now) {
+                request_set_sync_answer(api, req, node);
+                return false;
+        }
+        /* Held at most one sync period: an answer is the agent's proof of contact for
+         * its lease, and each request is ours for the node's. */
+        int64_t period = ctl_config(api->ctl)->sync_period_ms;
+        req->polling = true;
+        req->poll.node = node->index;
+        req->poll.deadline_ms = util_now_ms() + (wait_ms < period ? wait_ms : period);
+        return true;
+}
+
 /* Returns true when the request should wait for a change of its node's state. */
 static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
         int64_t wait_ms = query_int(con, "wait_ms", 0), version = query_int(con, "version", 0);
@@ -705,8 +728,6 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                 return false;
         WireSync msg;
         JsonError jerr = {0};
-        Node *node = NULL;
-        CtlError err = {0};
         bool wait = false;
         if (wire_sync_parse(j, &msg, &jerr) < 0)
                 request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
@@ -716,26 +737,18 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                 wire_sync_clear(&msg);
         } else if (!agent_admitted(api, req, con, msg.node)) {
                 wire_sync_clear(&msg);
-        } else if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0) {
-                request_set_ctl_error(req, &err);
-                wire_sync_clear(&msg);
         } else {
-                /* The node's agent has one request at a time: one it held before was
-                 * dropped for this one. Answered after this turn's commit, it frees its
-                 * connection now instead of at its deadline. */
-                for (LongPoll *p = longpolls_of_node(&api->polls, node->index); p; p = p->node_next)
-                        longpolls_set_deadline(&api->polls, p, 0);
-                if (wait_ms > 0 && node->version == (uint64_t) version) {
-                        /* Held at most one sync period: an answer is the agent's proof of
-                         * contact for its lease, and each request is ours for the node's. */
-                        int64_t period = ctl_config(api->ctl)->sync_period_ms;
-                        wait = true;
-                        req->polling = true;
-                        req->poll.node = node->index;
-                        req->poll.deadline_ms =
-                                util_now_ms() + (wait_ms < period ? wait_ms : period);
-                } else
-                        request_set_sync_answer(api, req, node);
+                /* The first sync since this controller started is answered at once: the
+                 * agent's lease still counts from a request sent to the controller before,
+                 * and holding this one would spend up to a sync period more of it. */
+                Node *node = ctl_node_find(api->ctl, msg.node);
+                bool resumes = node && !node->connected;
+                CtlError err = {0};
+                if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0)
+                        request_set_ctl_error(req, &err);
+                else
+                        wait = sync_answer_or_hold(api, req, node, wait_ms, (uint64_t) version,
+                                                   resumes);
                 wire_sync_clear(&msg);
         }
         json_decref(j);

@@ -241,7 +241,9 @@ static void agent_send(Agent *a) {
                 body = json_pack("{s:s,s:s,s:s,s:o,s:[],s:{s:b,s:s}}", "node", a->name, "boot_id",
                                  a->boot_id, "agent_id", a->agent_id, "ranks", ranks, "checkpoints",
                                  "health", "healthy", 1, "reason", "");
-                a->c.wait_ms = a->dirty ? 0 : 1000;
+                /* As axagent: news, or a lease half spent, is not held. */
+                a->c.wait_ms =
+                        a->dirty || now_ms() - a->last_answer_ms > opt.lease_ms / 2 ? 0 : 1000;
                 a->c.urgent = urgent && a->dirty;
                 snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld%s",
                          (long long) a->c.wait_ms, (long long) a->version,

@@ -8,10 +8,14 @@
 - A sync without the capability (an agent older than it) gets the whole desired state,
   at once and after a hold, so a rolling upgrade fences nothing.
 - A restarted controller goes on from each node's stored version: the agents' first
-  syncs after a SIGKILL and restart are answered short, and changes still arrive.
+  syncs after a SIGKILL and restart are answered short, and changes still arrive. Each
+  agent's first sync is answered at once, not held: its lease still counts from a
+  request the killed controller had. Likewise an agent whose lease is half spent (its
+  held sync was answered late) asks for no hold.
 """
 
 import re
+import signal
 import time
 import unittest
 
@@ -88,6 +92,53 @@ class SyncAnswerTest(axtest.ClusterTestCase):
                         "the cancelled ranks stopped")
         self.assertEqual(c.wait_job(job.id)["state"], "cancelled")
         self.assertGreater(sync_answers(c)["whole"], 0)
+
+    def test_a_restarted_controller_holds_no_first_sync(self):
+        c = self.start_cluster(0)
+        identity = {"node": "held1", "boot_id": "boot-held1", "agent_id": "b" * 32}
+        register = dict(identity, address="127.0.0.1:9", inventory={"cpus": 8, "memory_mb": 16000})
+        c.api_ok("POST", "/v1/agent/register", register, expect=(200,))
+        body = dict(identity, ranks=[], health={"healthy": True, "reason": ""})
+
+        def timed_sync(wait_ms, version):
+            took = time.monotonic()
+            ans = c.api_ok("POST", "/v1/agent/sync?wait_ms=%d&version=%d&accept=unchanged"
+                           % (wait_ms, version), body, expect=(200,))
+            return ans, time.monotonic() - took
+
+        v = timed_sync(0, 0)[0]["version"]
+        self.assertGreater(timed_sync(600, v)[1], 0.5, "a sync with nothing new was not held")
+        c.restart_controller(sigkill=True)
+        ans, took = timed_sync(600, v)
+        self.assertEqual((ans["version"], ans.get("unchanged")), (v, True), ans)
+        self.assertLess(took, 0.4, "the first sync after the restart was held")
+        self.assertGreater(timed_sync(600, v)[1], 0.5, "the next sync was not held")
+
+    def test_an_agent_with_its_lease_half_spent_asks_for_no_hold(self):
+        c = self.start_cluster(1, lease_ms=4000, grace_ms=1000,
+                               agent_args=[["--log-level", "debug"]])
+        c.wait_nodes_ready(["n1"])
+        log = c.agents["n1"].stderr_path
+        held = r"Sending sync \d+ .*\(wait [1-9]\d* ms\)"
+        at_once = r"Sending sync \d+ .*\(wait 0 ms\)"
+
+        def since(mark):
+            with open(log, errors="replace") as f:
+                return f.read()[mark:]
+
+        axtest.wait_for(lambda: len(re.findall(held, since(0))) >= 2, 10, "held syncs")
+        text = since(0)
+        mark = len(text)
+        self.assertNotRegex(text[re.search(held, text).start():], at_once,
+                            "an agent with nothing new asked for no hold")
+        # The controller stalls for more than half the lease: the held sync is answered
+        # late, so the agent's lease runs from a request sent before the stall.
+        c.controller.signal(signal.SIGSTOP)
+        time.sleep(2.5)
+        c.controller.signal(signal.SIGCONT)
+        axtest.wait_for(lambda: re.search(at_once + r"[\s\S]*" + held, since(mark)), 10,
+                        "a sync asking for no hold, then held ones again")
+        self.assertEqual(c.nodes()[0]["state"], "ready")
 
     def test_a_sync_without_the_capability_gets_the_whole_answer(self):
         c = self.start_cluster(0)
