@@ -173,6 +173,8 @@ struct Node {
 /* Versions are stored as signed 64-bit integers; an agent's claim above this (a broken or
  * hostile agent: real ones are the clock's milliseconds times 1000) is not followed. */
 #define NODE_VERSION_MAX ((uint64_t) INT64_MAX / 2)
+/* More changes than lost commits could have made to one node (transition.c). */
+#define NODE_VERSION_LEAP ((uint64_t) 1000000)
 
 /* Records that the job ran fine on the node named name (see Job.fine_nodes). */
 void model_job_ran_fine(Job *job, const char *name);

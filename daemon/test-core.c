@@ -761,6 +761,22 @@ static void test_restart_keeps_nodes(void) {
         ctl = controller("resume");
         CHECK(ctl_node_find(ctl, "n1")->version == moved);
         ctl_free(ctl);
+        /* A database restored from a backup: n1's agent applied versions the store lost
+         * (three changes after moved). Changes made before the agent syncs again must
+         * not hand those versions out again for another set. */
+        usleep(2000);
+        ctl = controller("resume");
+        n1 = ctl_node_find(ctl, "n1");
+        for (int i = 0; i < 3; i++)
+                tr_node_bump(&ctl->turn, n1);
+        CHECK(n1->version > moved + 3);
+        uint64_t jumped = n1->version;
+        CHECK(ctl_node_sync(ctl, &same, moved + 3, &ret, &err) == 0);
+        CHECK(n1->version == jumped); /* the agent's version is behind: a whole answer */
+        tr_node_bump(&ctl->turn, n1); /* synced: versions grow by one again */
+        CHECK(n1->version == jumped + 1);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
         /* A stored inventory that does not parse counts as none. */
         char path[256];
         snprintf(path, sizeof(path), "%s/resume.db", tmpdir);

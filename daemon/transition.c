@@ -323,7 +323,19 @@ void tr_node_version_above(Turn *t, Node *node, uint64_t version) {
 }
 
 void tr_node_bump(Turn *t, Node *node) {
-        node->version++;
+        /* Until its agent synced with this controller, the agent may have applied
+         * versions that are stored no more (a database restored from a backup, a
+         * PostgreSQL failover that lost commits): a change then leaps past any such
+         * version, to the clock's (versions grow by one per change, far slower) or a
+         * million changes on, so that no version an agent saw comes again for another
+         * set and is answered "unchanged". */
+        if (!node->connected) {
+                uint64_t from_clock = (uint64_t) util_wall_ms() * 1000;
+                node->version += NODE_VERSION_LEAP;
+                if (node->version < from_clock)
+                        node->version = from_clock;
+        } else
+                node->version++;
         turn_write(t); /* the version is stored (persist_dirty): a restart goes on from it */
         if (node->changed)
                 return;
