@@ -261,8 +261,10 @@ void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums 
                         log_warning("reading stored goodput: %s", store_last_error(ctl->store));
         }
         /* By name, however the sums came: a report reads the same before and after a
-         * restart. */
-        qsort(ret->projects, (size_t) ret->n_projects, sizeof(CtlGoodputProject), project_by_name);
+         * restart. (qsort's array may not be NULL, even for none.) */
+        if (ret->n_projects > 1)
+                qsort(ret->projects, (size_t) ret->n_projects, sizeof(CtlGoodputProject),
+                      project_by_name);
 }
 
 void ctl_goodput_sums_clear(CtlGoodputSums *sums) {
