@@ -741,14 +741,14 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                 /* The first sync since this controller started is answered at once: the
                  * agent's lease still counts from a request sent to the controller before,
                  * and holding this one would spend up to a sync period more of it. */
-                Node *node = ctl_node_find(api->ctl, msg.node);
-                bool resumes = node && !node->connected;
+                Node *node = NULL;
                 CtlError err = {0};
-                if (ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err) < 0)
+                int r = ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err);
+                if (r < 0)
                         request_set_ctl_error(req, &err);
                 else
                         wait = sync_answer_or_hold(api, req, node, wait_ms, (uint64_t) version,
-                                                   resumes);
+                                                   r > 0);
                 wire_sync_clear(&msg);
         }
         json_decref(j);

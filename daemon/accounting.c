@@ -154,12 +154,12 @@ void ctl_goodput_final(const Job *job, StoreGoodput *ret) {
         memcpy(ret->ms, t.ms, sizeof(ret->ms));
 }
 
-static CtlGoodputProject *sums_project(CtlGoodputSums *sums, const char *project) {
+static ProjectGoodput *sums_project(CtlGoodputSums *sums, const char *project) {
         for (int k = 0; k < sums->n_projects; k++)
                 if (strcmp(sums->projects[k].project, project) == 0)
                         return &sums->projects[k];
         GROW(sums->projects, sums->n_projects, sums->cap_projects);
-        sums->projects[sums->n_projects] = (CtlGoodputProject){.project = xstrdup(project)};
+        sums->projects[sums->n_projects] = (ProjectGoodput){.project = xstrdup(project)};
         return &sums->projects[sums->n_projects++];
 }
 
@@ -171,7 +171,7 @@ static bool sums_add_job(CtlGoodputSums *sums, const Job *job, int64_t weight, i
         GoodputTotals own = {0};
         goodput_totals_add(&own, s, n, since_ms, now_ms + 1, 1);
         if (own.elapsed_ms > 0) {
-                CtlGoodputProject *p = sums_project(sums, job->spec->project);
+                ProjectGoodput *p = sums_project(sums, job->spec->project);
                 p->jobs++;
                 goodput_totals_add(&p->t, s, n, since_ms, now_ms + 1, weight);
                 goodput_totals_add(&sums->fleet, s, n, since_ms, now_ms + 1, weight);
@@ -196,7 +196,7 @@ static void totals_add_ms(GoodputTotals *t, const int64_t ms[]) {
 /* Adds a project's stored sums (accelerator-ms) to the report. */
 static void sums_add_stored(CtlGoodputSums *sums, const char *project, int64_t jobs,
                             const GoodputTotals *t) {
-        CtlGoodputProject *p = sums_project(sums, project);
+        ProjectGoodput *p = sums_project(sums, project);
         p->jobs += jobs;
         totals_add_ms(&p->t, t->ms);
         totals_add_ms(&sums->fleet, t->ms);
@@ -226,8 +226,7 @@ static int sums_straddling(void *userdata, const StoreGoodput *g) {
 }
 
 static int project_by_name(const void *a, const void *b) {
-        return strcmp(((const CtlGoodputProject *) a)->project,
-                      ((const CtlGoodputProject *) b)->project);
+        return strcmp(((const ProjectGoodput *) a)->project, ((const ProjectGoodput *) b)->project);
 }
 
 void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums *ret) {
@@ -244,11 +243,10 @@ void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums 
          * sums kept as they were stored; over a window, summed in the store. */
         if (q->since_ms <= 0) {
                 const Model *m = &ctl->model;
-                const StoredGoodput *one =
-                        q->project ? strmap_get(m->stored_goodput_index, q->project) : NULL;
-                for (int k = 0; k < (q->project ? !!one : m->n_stored_goodput); k++) {
-                        const StoredGoodput *g = one ? one : m->stored_goodput[k];
-                        if (!q->visible || q->visible(q->userdata, g->project))
+                for (int k = 0; k < m->n_stored_goodput; k++) {
+                        const ProjectGoodput *g = m->stored_goodput[k];
+                        if ((!q->project || strcmp(g->project, q->project) == 0) &&
+                            (!q->visible || q->visible(q->userdata, g->project)))
                                 sums_add_stored(ret, g->project, g->jobs, &g->t);
                 }
         } else {
@@ -263,7 +261,7 @@ void ctl_goodput_sums(Controller *ctl, const CtlGoodputQuery *q, CtlGoodputSums 
         /* By name, however the sums came: a report reads the same before and after a
          * restart. (qsort's array may not be NULL, even for none.) */
         if (ret->n_projects > 1)
-                qsort(ret->projects, (size_t) ret->n_projects, sizeof(CtlGoodputProject),
+                qsort(ret->projects, (size_t) ret->n_projects, sizeof(ProjectGoodput),
                       project_by_name);
 }
 
@@ -281,10 +279,10 @@ void ctl_goodput_fleet_rate(Controller *ctl, int64_t now_ms, CtlFailureRate *ret
                                            f->live_start_ranks_ms};
 }
 
-static StoredGoodput *stored_project(Model *m, const char *project) {
-        StoredGoodput *g = strmap_get(m->stored_goodput_index, project);
+static ProjectGoodput *stored_project(Model *m, const char *project) {
+        ProjectGoodput *g = strmap_get(m->stored_goodput_index, project);
         if (!g) {
-                g = xcalloc(1, sizeof(StoredGoodput));
+                g = xcalloc(1, sizeof(ProjectGoodput));
                 g->project = xstrdup(project);
                 GROW(m->stored_goodput, m->n_stored_goodput, m->cap_stored_goodput);
                 m->stored_goodput[m->n_stored_goodput++] = g;
@@ -294,19 +292,19 @@ static StoredGoodput *stored_project(Model *m, const char *project) {
 }
 
 void ctl_goodput_stored_add(Model *m, const StoreGoodput *job) {
-        StoredGoodput *g = stored_project(m, job->project);
+        ProjectGoodput *g = stored_project(m, job->project);
         if (job->finished_ms > job->created_ms) /* as the store's sum counts jobs */
                 g->jobs++;
-        for (int b = 0; b < _GOODPUT_BUCKET_MAX; b++) {
-                g->t.ms[b] += job->ms[b] * job->accelerators;
-                g->t.elapsed_ms += job->ms[b] * job->accelerators;
-        }
+        int64_t weighted[_GOODPUT_BUCKET_MAX];
+        for (int b = 0; b < _GOODPUT_BUCKET_MAX; b++)
+                weighted[b] = job->ms[b] * job->accelerators;
+        totals_add_ms(&g->t, weighted);
 }
 
 /* One project's row of the store's sum (accelerator-ms, jobs counted). */
 static int stored_seed(void *userdata, const StoreGoodput *sum) {
         Model *m = userdata;
-        StoredGoodput *g = stored_project(m, sum->project);
+        ProjectGoodput *g = stored_project(m, sum->project);
         g->jobs += sum->jobs;
         totals_add_ms(&g->t, sum->ms);
         m->rate.interruptions += sum->interruptions;
@@ -373,7 +371,7 @@ void ctl_goodput_advice(const Job *job, const CtlFailureRate *fleet, int64_t now
 void ctl_goodput_metrics_write(Controller *ctl, FILE *f) {
         CtlGoodputSums sums;
         ctl_goodput_sums(ctl, &(CtlGoodputQuery){.now_ms = util_wall_ms()}, &sums);
-        const CtlGoodputProject *p = sums.projects;
+        const ProjectGoodput *p = sums.projects;
         metrics_write_header(f, "axctl_goodput_accelerator_seconds", "gauge",
                              "Accelerator-seconds of every job the controller has run, by "
                              "project and bucket: productive, or badput by cause.");

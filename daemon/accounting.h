@@ -63,14 +63,8 @@ typedef struct CtlGoodputQuery {
         Job *(*lookup)(Controller *ctl, int64_t id);
 } CtlGoodputQuery;
 
-typedef struct CtlGoodputProject {
-        char *project;
-        int64_t jobs; /* with time in the window */
-        GoodputTotals t; /* accelerator-ms */
-} CtlGoodputProject;
-
 typedef struct CtlGoodputSums {
-        CtlGoodputProject *projects;
+        ProjectGoodput *projects; /* jobs: those with time in the window */
         int n_projects, cap_projects;
         GoodputTotals fleet; /* accelerator-ms */
 } CtlGoodputSums;

@@ -105,7 +105,9 @@ Node **ctl_take_changed_nodes(Controller *ctl, int *ret_n);
 Node **ctl_nodes(Controller *ctl, int *ret_n);
 int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node, CtlError *err);
 /* Applies an agent's report; *ret_node set on success. applied_version: the desired
- * version the agent had converged to when it composed the report. */
+ * version the agent had converged to when it composed the report. 1 when this is the
+ * node's first sync since this controller started (its agent resumed without
+ * registering), 0 for the others, or -errno. */
 int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version, Node **ret_node,
                   CtlError *err);
 int ctl_node_drain(Controller *ctl, const char *name, bool now, Node **ret_node, CtlError *err);

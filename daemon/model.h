@@ -209,16 +209,12 @@ typedef struct FleetRate {
         int64_t live_start_ranks_ms;
 } FleetRate;
 
-/*
- * A project's goodput over its ended jobs whose figures are stored (accounting.c),
- * summed as each is written and seeded at load from one sum of the store, so that a
- * report since the beginning (/metrics, GET /v1/goodput) reads no stored row.
- */
-typedef struct StoredGoodput {
+/* A project's goodput: the kept sums below, and the rows of a report (accounting.h). */
+typedef struct ProjectGoodput {
         char *project;
         int64_t jobs; /* that had any time */
         GoodputTotals t; /* accelerator-ms */
-} StoredGoodput;
+} ProjectGoodput;
 
 /* Every job and node, with the indexes the controller looks them up by. */
 typedef struct Model {
@@ -240,9 +236,13 @@ typedef struct Model {
         Node *lease_head, *lease_tail;
         int64_t next_job_id;
         FleetRate rate;
-        StoredGoodput **stored_goodput; /* per project, in the order first seen */
+        /* Per project, the goodput of its ended jobs whose figures are stored
+         * (accounting.c), summed as each is written and seeded at load from one sum of
+         * the store, so that a report since the beginning (/metrics, GET /v1/goodput)
+         * reads no stored row. In the order first seen. */
+        ProjectGoodput **stored_goodput;
         int n_stored_goodput, cap_stored_goodput;
-        StrMap *stored_goodput_index; /* project -> StoredGoodput */
+        StrMap *stored_goodput_index; /* project -> its entry */
 } Model;
 
 /* The node a placed rank is on, without a lookup by name (a pass does this per rank). */

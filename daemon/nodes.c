@@ -341,7 +341,8 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
                   CtlError *err) {
         Turn *t = &ctl->turn;
         Node *node = ctl_node_find(ctl, msg->node);
-        if (node && !node->connected && node_resumes(node, msg)) {
+        bool resumed = node && !node->connected && node_resumes(node, msg);
+        if (resumed) {
                 /* Known from the database and the agent it had: carry on without a
                  * registration, so a restarted controller sees no storm of them. */
                 ctl_node_connected(ctl, node);
@@ -392,7 +393,7 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
         if (applied_version > node->version && applied_version <= NODE_VERSION_MAX)
                 tr_node_version_above(t, node, applied_version);
         *ret_node = node;
-        return 0;
+        return resumed;
 }
 
 int ctl_node_drain(Controller *ctl, const char *name, bool now, Node **ret_node, CtlError *err) {

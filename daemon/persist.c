@@ -373,7 +373,20 @@ static void inventories_parse_start(InventoryParse *ip, Model *m) {
 static void inventories_parse_finish(InventoryParse *ip) {
         if (ip->threaded)
                 pthread_join(ip->thread, NULL);
-        ip->threaded = false;
+}
+
+/* Everything but the nodes: what may load while their inventories are parsed. */
+static int load_jobs_and_figures(Store *store, Model *m, int64_t retire_before_ms,
+                                 int64_t *next_id) {
+        int r;
+        if ((r = store_jobs_load(store, retire_before_ms, load_job, m)) < 0 ||
+            (r = store_attempts_load(store, load_attempt, m)) < 0 ||
+            (r = store_ranks_load(store, load_rank, m)) < 0 ||
+            (r = store_job_next_id(store, next_id)) < 0 ||
+            (r = persist_goodput_backfill(store, m)) < 0 ||
+            (r = ctl_goodput_stored_load(store, m)) < 0)
+                return r;
+        return 0;
 }
 
 int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
@@ -383,16 +396,10 @@ int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
                 return r;
         InventoryParse parse;
         inventories_parse_start(&parse, m);
-        if ((r = store_jobs_load(store, retire_before_ms, load_job, m)) < 0 ||
-            (r = store_attempts_load(store, load_attempt, m)) < 0 ||
-            (r = store_ranks_load(store, load_rank, m)) < 0 ||
-            (r = store_job_next_id(store, &next_id)) < 0 ||
-            (r = persist_goodput_backfill(store, m)) < 0 ||
-            (r = ctl_goodput_stored_load(store, m)) < 0) {
-                inventories_parse_finish(&parse);
-                return r;
-        }
+        r = load_jobs_and_figures(store, m, retire_before_ms, &next_id);
         inventories_parse_finish(&parse);
+        if (r < 0)
+                return r;
         /* Ids are never reused, also those of jobs that stayed in the store. */
         if (next_id > m->next_job_id)
                 m->next_job_id = next_id;

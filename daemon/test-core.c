@@ -339,7 +339,7 @@ static void sync_ranks(Controller *ctl, Node *node, WireRankReport *ranks, int n
                         .health_reason = ""};
         Node *ret = NULL;
         CtlError err = {0};
-        CHECK(ctl_node_sync(ctl, &msg, node->version, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &msg, node->version, &ret, &err) >= 0); /* 1: resumed */
 }
 
 /* Whole turns through the operations the API calls. */
@@ -730,7 +730,7 @@ static void test_restart_keeps_nodes(void) {
         ctl_tick(ctl);
         CHECK(ctl_next_deadline_ms(ctl) > util_now_ms());
         WireSync same = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1", .healthy = true};
-        CHECK(ctl_node_sync(ctl, &same, 0, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &same, 0, &ret, &err) == 1); /* resumed */
         CHECK(ret == n1 && n1->connected);
         CHECK_INT(ctl->reconnecting, 2);
         /* A version from a controller whose clock ran ahead: ours moves past it. */
@@ -771,7 +771,7 @@ static void test_restart_keeps_nodes(void) {
                 tr_node_bump(&ctl->turn, n1);
         CHECK(n1->version > moved + 3);
         uint64_t jumped = n1->version;
-        CHECK(ctl_node_sync(ctl, &same, moved + 3, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &same, moved + 3, &ret, &err) == 1);
         CHECK(n1->version == jumped); /* the agent's version is behind: a whole answer */
         tr_node_bump(&ctl->turn, n1); /* synced: versions grow by one again */
         CHECK(n1->version == jumped + 1);
@@ -906,7 +906,7 @@ static void test_retired_jobs_stay_in_the_store(void) {
 
 static int compare_kept_goodput(void *userdata, const StoreGoodput *sum) {
         Model *m = userdata;
-        const StoredGoodput *g = strmap_get(m->stored_goodput_index, sum->project);
+        const ProjectGoodput *g = strmap_get(m->stored_goodput_index, sum->project);
         CHECK(g != NULL);
         CHECK(g->jobs == sum->jobs);
         for (int b = 0; b < STORE_GOODPUT_BUCKETS; b++)

@@ -29,6 +29,14 @@ def sync_answers(c):
     return {body: int(found.get(body, 0)) for body in ("whole", "unchanged")}
 
 
+def register_by_hand(c, node, agent_id):
+    """Registers node as an agent would, by hand; the body of its syncs with no ranks."""
+    identity = {"node": node, "boot_id": "boot-" + node, "agent_id": agent_id}
+    register = dict(identity, address="127.0.0.1:9", inventory={"cpus": 8, "memory_mb": 16000})
+    c.api_ok("POST", "/v1/agent/register", register, expect=(200,))
+    return dict(identity, ranks=[], health={"healthy": True, "reason": ""})
+
+
 class SyncAnswerTest(axtest.ClusterTestCase):
     def test_agent_keeps_its_ranks_on_short_answers_and_sees_changes(self):
         # A short lease, so that a lease not renewed by short answers would show.
@@ -95,10 +103,7 @@ class SyncAnswerTest(axtest.ClusterTestCase):
 
     def test_a_restarted_controller_holds_no_first_sync(self):
         c = self.start_cluster(0)
-        identity = {"node": "held1", "boot_id": "boot-held1", "agent_id": "b" * 32}
-        register = dict(identity, address="127.0.0.1:9", inventory={"cpus": 8, "memory_mb": 16000})
-        c.api_ok("POST", "/v1/agent/register", register, expect=(200,))
-        body = dict(identity, ranks=[], health={"healthy": True, "reason": ""})
+        body = register_by_hand(c, "held1", "b" * 32)
 
         def timed_sync(wait_ms, version):
             took = time.monotonic()
@@ -144,10 +149,7 @@ class SyncAnswerTest(axtest.ClusterTestCase):
 
     def test_a_sync_without_the_capability_gets_the_whole_answer(self):
         c = self.start_cluster(0)
-        identity = {"node": "old1", "boot_id": "boot-old1", "agent_id": "a" * 32}
-        register = dict(identity, address="127.0.0.1:9", inventory={"cpus": 8, "memory_mb": 16000})
-        c.api_ok("POST", "/v1/agent/register", register, expect=(200,))
-        body = dict(identity, ranks=[], health={"healthy": True, "reason": ""})
+        body = register_by_hand(c, "old1", "a" * 32)
 
         def sync(query):
             return c.api_ok("POST", "/v1/agent/sync?" + query, body, expect=(200,))
