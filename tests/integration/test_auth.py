@@ -177,8 +177,9 @@ class AuthTest(axtest.ClusterTestCase):
 
     def test_retired_jobs_keep_their_project(self):
         """Jobs that left memory (--job-retention-s 0) are read back from the store under
-        the same rules: another project's is 403 to get, cancel, list or read events of;
-        an idempotency key still finds its own project's job; after a restart too."""
+        the same rules: another project's is 403 to get, cancel, list or read events of
+        or read the goodput of; an idempotency key still finds its own project's job;
+        after a restart too."""
         self.c.controller_args = ["--auth", "--job-retention-s", "0"]
         self.c.restart_controller()
         spec = {"command": ["true"], "ranks": 1}
@@ -193,6 +194,7 @@ class AuthTest(axtest.ClusterTestCase):
         self.assertEqual(st, 201, mine)
         st, theirs, _ = submit("bob", "p2")
         self.assertEqual(st, 201, theirs)
+        time.sleep(0.05)  # queued a while: goodput figures that are not zero
         for who, job in (("alice", mine), ("bob", theirs)):
             self.assertEqual(self.call(who, "POST", "/v1/jobs/%d/cancel" % job["id"])[0], 200)
 
@@ -218,6 +220,16 @@ class AuthTest(axtest.ClusterTestCase):
             self.assertEqual([j["id"] for j in listed["jobs"]], [theirs["id"], mine["id"]])
             st, again, _ = submit("alice", "p1")
             self.assertEqual((st, again["id"]), (200, mine["id"]), again)
+            # Goodput since the beginning (sums kept in memory) and over a window (summed
+            # in the store): a user sees its own projects, in the fleet's figures too.
+            for query in ("", "?since=1h"):
+                st, report, _ = self.call("alice", "GET", "/v1/goodput" + query)
+                self.assertEqual([p["project"] for p in report["projects"]], ["p1"], report)
+                self.assertEqual(report["fleet"]["elapsed_s"],
+                                 report["projects"][0]["elapsed_s"], report)
+                st, report, _ = self.call("admin", "GET", "/v1/goodput" + query)
+                self.assertEqual([p["project"] for p in report["projects"]], ["p1", "p2"])
+            self.assertEqual(self.call("alice", "GET", "/v1/goodput?project=p2")[0], 403)
 
     def test_hostile_input(self):
         deep = b"[" * 100 + b"]" * 100
