@@ -48,6 +48,14 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
         metrics_write_header(f, "axctl_db_commit_seconds", "histogram",
                              "Duration of writing and committing one loop turn's changes.");
         metrics_write_histogram(f, "axctl_db_commit_seconds", "", &ctl->db_commit);
+        uint64_t on_thread, on_commit;
+        store_checkpoints(ctl->store, &on_thread, &on_commit);
+        metrics_write_header(f, "axctl_db_checkpoints_total", "counter",
+                             "SQLite WAL checkpoints, on the store's own thread or in a commit.");
+        fprintf(f, "axctl_db_checkpoints_total{on=\"thread\"} %llu\n",
+                (unsigned long long) on_thread);
+        fprintf(f, "axctl_db_checkpoints_total{on=\"commit\"} %llu\n",
+                (unsigned long long) on_commit);
         metrics_write_header(f, "axctl_illegal_transitions_total", "counter",
                              "State transitions refused as illegal: each one is a bug.");
         fprintf(f, "axctl_illegal_transitions_total %llu\n",

@@ -2,11 +2,13 @@
 /*
  * The SQLite backend of the store (backend.h): one database file in WAL mode with
  * synchronous=FULL, so a commit is on disk when it returns; the schema version in
- * PRAGMA user_version; statements prepared once and kept. SQLite result codes become
- * negative errno values here and go no further.
+ * PRAGMA user_version; statements prepared once and kept; the WAL checkpointed on a
+ * thread of its own. SQLite result codes become negative errno values here and go no
+ * further.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,8 +18,31 @@
 #include "backend.h"
 #include "util.h"
 
+/*
+ * SQLite checkpoints a WAL of 1,000 pages into the database file inside the commit that
+ * filled it: on the controller's loop, a quarter of its writes and an fsync of the
+ * database file, while every answer of that turn waits. Here a thread runs them on a
+ * second connection, PASSIVE (it neither waits for the loop's commits nor blocks them).
+ * The thread starts at the first full WAL, so a short-lived store (a token command)
+ * starts none. Should it fall behind (a writer that never pauses lets no checkpoint
+ * finish before the next commit), the commit that takes the WAL past twice the threshold
+ * waits for the thread's checkpoint and checkpoints the rest itself, as SQLite would.
+ */
+#define CHECKPOINT_PAGES 1000
+#define CHECKPOINT_INLINE_PAGES (2 * CHECKPOINT_PAGES)
+
+typedef struct Checkpointer {
+        sqlite3 *db; /* opened with the store's own, so that it is the same file */
+        pthread_t thread;
+        pthread_mutex_t lock;
+        pthread_cond_t wake, idle;
+        bool ready, started, wanted, running, stopping;
+        uint64_t on_thread, on_commit; /* checkpoints run, for /metrics */
+} Checkpointer;
+
 struct StoreConn {
         sqlite3 *db;
+        Checkpointer checkpointer;
         sqlite3_stmt *stmts[STORE_SLOTS];
         char *path;
         /* The file SQLite opened, held to compare with what the path names now. Closed
@@ -130,9 +155,98 @@ static void create_private(const char *path) {
         narrow_mode(path, "-shm");
 }
 
+static void *checkpoint_loop(void *arg) {
+        Checkpointer *cp = arg;
+        pthread_mutex_lock(&cp->lock);
+        for (;;) {
+                while (!cp->wanted && !cp->stopping)
+                        pthread_cond_wait(&cp->wake, &cp->lock);
+                if (cp->stopping)
+                        break;
+                cp->wanted = false;
+                cp->running = true;
+                pthread_mutex_unlock(&cp->lock);
+                int rc = sqlite3_wal_checkpoint_v2(cp->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
+                                                   NULL);
+                pthread_mutex_lock(&cp->lock);
+                cp->running = false;
+                pthread_cond_signal(&cp->idle);
+                if (rc == SQLITE_OK)
+                        cp->on_thread++;
+        }
+        pthread_mutex_unlock(&cp->lock);
+        return NULL;
+}
+
+/* Asks the thread for a checkpoint, starting it the first time; false where it cannot
+ * run (then the commit checkpoints). */
+static bool checkpoint_wanted(Checkpointer *cp) {
+        bool running = true;
+        pthread_mutex_lock(&cp->lock);
+        if (!cp->started && cp->db)
+                cp->started = pthread_create(&cp->thread, NULL, checkpoint_loop, cp) == 0;
+        if (cp->started) {
+                cp->wanted = true;
+                pthread_cond_signal(&cp->wake);
+        } else
+                running = false;
+        pthread_mutex_unlock(&cp->lock);
+        return running;
+}
+
+/* SQLite's WAL hook, after each commit of the store's connection (on its thread). */
+static int wal_committed(void *ctx, sqlite3 *db, const char *schema, int pages) {
+        Checkpointer *cp = ctx;
+        if (pages < CHECKPOINT_PAGES || (pages < CHECKPOINT_INLINE_PAGES && checkpoint_wanted(cp)))
+                return SQLITE_OK;
+        /* Holds the lock through the checkpoint: one of the thread's would make it
+         * return SQLITE_BUSY, and the WAL could not be reused at the next commit. */
+        pthread_mutex_lock(&cp->lock);
+        while (cp->running)
+                pthread_cond_wait(&cp->idle, &cp->lock);
+        if (sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) ==
+            SQLITE_OK)
+                cp->on_commit++;
+        pthread_mutex_unlock(&cp->lock);
+        return SQLITE_OK;
+}
+
+static void checkpointer_init(Checkpointer *cp, StoreConn *c) {
+        pthread_mutex_init(&cp->lock, NULL);
+        pthread_cond_init(&cp->wake, NULL);
+        pthread_cond_init(&cp->idle, NULL);
+        /* Without its connection the commits checkpoint, as SQLite would. */
+        if (sqlite3_open_v2(c->path, &cp->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+                    SQLITE_OK ||
+            sqlite3_exec(cp->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) != SQLITE_OK) {
+                sqlite3_close_v2(cp->db);
+                cp->db = NULL;
+        }
+        sqlite3_wal_hook(c->db, wal_committed, cp);
+        cp->ready = true;
+}
+
+/* Before the store's own connection closes: the last one to close checkpoints the
+ * whole WAL and removes it. */
+static void checkpointer_stop(Checkpointer *cp) {
+        if (!cp->ready)
+                return;
+        pthread_mutex_lock(&cp->lock);
+        cp->stopping = true;
+        pthread_cond_signal(&cp->wake);
+        pthread_mutex_unlock(&cp->lock);
+        if (cp->started)
+                pthread_join(cp->thread, NULL);
+        sqlite3_close_v2(cp->db);
+        pthread_cond_destroy(&cp->wake);
+        pthread_cond_destroy(&cp->idle);
+        pthread_mutex_destroy(&cp->lock);
+}
+
 static void sqlite_close(StoreConn *c) {
         if (!c)
                 return;
+        checkpointer_stop(&c->checkpointer);
         for (int i = 0; i < STORE_SLOTS; i++)
                 sqlite3_finalize(c->stmts[i]);
         sqlite3_close_v2(c->db);
@@ -166,6 +280,7 @@ static int sqlite_open(const char *path, const char *const *migrations, int n_mi
                 r = -errno;
                 goto fail;
         }
+        checkpointer_init(&c->checkpointer, c);
         *ret_conn = c;
         return 0;
 fail:
@@ -254,6 +369,17 @@ static int sqlite_run(StoreConn *c, int slot, const char *sql, const StoreParam 
         return r;
 }
 
+static void sqlite_checkpoints(StoreConn *c, uint64_t *ret_on_thread, uint64_t *ret_on_commit) {
+        Checkpointer *cp = &c->checkpointer;
+        *ret_on_thread = *ret_on_commit = 0;
+        if (!cp->ready)
+                return;
+        pthread_mutex_lock(&cp->lock);
+        *ret_on_thread = cp->on_thread;
+        *ret_on_commit = cp->on_commit;
+        pthread_mutex_unlock(&cp->lock);
+}
+
 const StoreBackend store_sqlite_backend = {
         .claims = sqlite_claims,
         .open = sqlite_open,
@@ -264,6 +390,7 @@ const StoreBackend store_sqlite_backend = {
         .commit = sqlite_commit,
         .rollback = sqlite_rollback,
         .run = sqlite_run,
+        .checkpoints = sqlite_checkpoints,
         .now_ms_sql = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
         .lock_rows_sql = "",
 };

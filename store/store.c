@@ -319,6 +319,12 @@ Store *store_close(Store *store) {
         return NULL;
 }
 
+void store_checkpoints(Store *store, uint64_t *ret_on_thread, uint64_t *ret_on_commit) {
+        *ret_on_thread = *ret_on_commit = 0;
+        if (store->backend->checkpoints)
+                store->backend->checkpoints(store->conn, ret_on_thread, ret_on_commit);
+}
+
 int store_check_file(Store *store) {
         return store->backend->check_file(store->conn);
 }

@@ -142,6 +142,10 @@ int store_create_at_version(const char *target, int version);
  * not). */
 const char *store_last_error(Store *store);
 
+/* WAL checkpoints run so far off the writing thread, and in its commits (where that one
+ * fell behind); zeros for a database that checkpoints on its own (PostgreSQL). */
+void store_checkpoints(Store *store, uint64_t *ret_on_thread, uint64_t *ret_on_commit);
+
 int store_begin(Store *store);
 int store_commit(Store *store);
 int store_rollback(Store *store);

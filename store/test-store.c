@@ -513,6 +513,66 @@ static void test_narrowed_mode(void) {
         store_close(s);
 }
 
+static off_t file_size(const char *path) {
+        struct stat st;
+        return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* Writes job id with spec in one transaction. */
+static void put_big_job(Store *s, int64_t id, const char *spec) {
+        StoreJob job = plain_job(id);
+        job.spec = spec;
+        CHECK_INT(store_begin(s), 0);
+        CHECK_INT(store_job_put(s, &job), 0);
+        CHECK_INT(store_commit(s), 0);
+}
+
+/*
+ * The WAL is checkpointed by the store's own thread, not in a commit: once it holds
+ * 1,000 pages the rows reach the database file with no further commit. A commit checkpoints
+ * only where the thread has not caught up by 2,000, so the WAL stays under that
+ * however fast the writes come. Closing checkpoints the rest and removes it.
+ */
+static void test_checkpoints_off_commits(void) {
+        _cleanup_free_ char *path = fresh_target("wal");
+        _cleanup_free_ char *wal = xasprintf("%s-wal", path);
+        const off_t frame = 4096 + 24;
+        Store *s = NULL;
+        CHECK_INT(store_open(path, &s), 0);
+        char *spec = xmalloc(16384);
+        memset(spec, ' ', 16383);
+        spec[0] = '{';
+        spec[16382] = '}';
+        spec[16383] = 0;
+        int64_t id = 0;
+        while (file_size(wal) < 1500 * frame && id < 2000)
+                put_big_job(s, ++id, spec);
+        CHECK(file_size(wal) >= 1500 * frame); /* no commit checkpointed at 1,000 */
+        off_t per_commit = file_size(wal) / frame / id + 1;
+        uint64_t on_thread = 0, on_commit = 0;
+        for (int64_t until = util_now_ms() + 10000;
+             file_size(path) < id * 16384 && util_now_ms() < until; usleep(2000))
+                ;
+        store_checkpoints(s, &on_thread, &on_commit);
+        CHECK(file_size(path) >= id * 16384);
+        CHECK(on_thread >= 1);
+        CHECK_INT(on_commit, 0);
+
+        for (int64_t more = 6000 / per_commit; more > 0; more--) {
+                put_big_job(s, ++id, spec);
+                CHECK(file_size(wal) < (2000 + 2 * per_commit) * frame);
+        }
+        s = store_close(s);
+        CHECK(file_size(wal) < 0);
+        free(spec);
+
+        CHECK_INT(store_open(path, &s), 0);
+        int n = 0;
+        CHECK_INT(store_jobs_load(s, 0, count_one_job, &n), 0);
+        CHECK_INT(n, id);
+        s = store_close(s);
+}
+
 /* A URL's password never reaches a log line. */
 static void test_display(void) {
         static const char *const cases[][2] = {
@@ -635,6 +695,7 @@ int main(void) {
                 test_not_a_database();
                 test_check_file(dir);
                 test_narrowed_mode();
+                test_checkpoints_off_commits();
         }
         util_rm_rf(dir);
         printf("store (%s): ok\n", pg_url ? "postgresql" : "sqlite");
