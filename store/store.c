@@ -110,6 +110,9 @@ static const char *const migrations[] = {
         /* 10: a node's desired-state version, so that a restarted controller goes on from
          * it and its agents' first syncs can get the short answer (0: not known) */
         "ALTER TABLE node ADD COLUMN version INTEGER NOT NULL DEFAULT 0;",
+        /* 11: what a start loads without reading every stored job (store_jobs_load) */
+        "CREATE INDEX job_finished ON job(finished_ms);"
+        "CREATE INDEX rank_alive ON rank(job) WHERE alive = 1;",
 };
 
 /* job_goodput's bucket columns, in store.h's (and health/goodput.h's) order. */
@@ -576,13 +579,20 @@ static int job_row(const StoreRow *row, void *p) {
         return ((StoreJobFn) ctx->fn)(ctx->userdata, &j);
 }
 
+/* The jobs a start loads: those not retired, found through indexes (every such job is
+ * in one of the UNION's sets). Reading every stored job instead took a sixth of a
+ * restart at 100,000 jobs. */
+static const char jobs_load_sql[] =
+        "SELECT " JOB_COLUMNS " FROM job WHERE id IN"
+        " (SELECT id FROM job WHERE state NOT IN ('succeeded', 'failed', 'cancelled')"
+        "  UNION SELECT id FROM job WHERE finished_ms >= ?1 OR finished_ms IS NULL"
+        "  UNION SELECT job FROM rank WHERE alive = 1)"
+        " AND NOT " JOB_RETIRED("?1") " ORDER BY id";
+
 int store_jobs_load(Store *store, int64_t retire_before_ms, StoreJobFn fn, void *userdata) {
         StoreParam p[] = {STORE_INT(retire_before_ms)};
         LoadCtx ctx = {(void *) fn, userdata};
-        return run_once(store,
-                        "SELECT " JOB_COLUMNS
-                        " FROM job WHERE NOT " JOB_RETIRED("?1") " ORDER BY id",
-                        p, N_PARAMS(p), job_row, &ctx);
+        return run_once(store, jobs_load_sql, p, N_PARAMS(p), job_row, &ctx);
 }
 
 /* What attempt_row reads, for every query of attempts: a job read back after it left

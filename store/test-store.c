@@ -174,6 +174,54 @@ static void test_idempotency_key_per_project(void) {
         store_close(s);
 }
 
+static int collect_ids(void *ud, const StoreJob *j) {
+        char one[24];
+        snprintf(one, sizeof(one), "%lld ", (long long) j->id);
+        strcat(ud, one);
+        return 0;
+}
+
+/* A start loads every job not retired and no other: one not ended (whatever its
+ * finished_ms), one that ended at or after the cutoff, one whose ranks may still run;
+ * not one that ended before it, nor an ended job without a finish time. */
+static void test_jobs_load_cutoff(void) {
+        _cleanup_free_ char *path = fresh_target("cutoff");
+        Store *s = NULL;
+        CHECK_INT(store_open(path, &s), 0);
+        static const struct {
+                const char *state;
+                int64_t finished_ms;
+                bool alive_rank;
+        } jobs[] = {
+                {"pending", STORE_NONE, false},   {"succeeded", 100, false},
+                {"succeeded", 1000, false},       {"failed", 100, true},
+                {"failed", 100, false},           {"running", 50, false},
+                {"cancelled", STORE_NONE, false}, {"succeeded", 5000, false},
+        };
+        CHECK_INT(store_begin(s), 0);
+        for (size_t i = 0; i < ELEMENTSOF(jobs); i++) {
+                StoreJob job = plain_job((int64_t) i + 1);
+                job.state = jobs[i].state;
+                job.finished_ms = jobs[i].finished_ms;
+                CHECK_INT(store_job_put(s, &job), 0);
+                StoreRank rank = {.job = job.id,
+                                  .attempt = 1,
+                                  .node = "n1",
+                                  .state = "exited",
+                                  .alive = jobs[i].alive_rank,
+                                  .pid = STORE_NONE,
+                                  .exit_code = STORE_NONE,
+                                  .signal = STORE_NONE,
+                                  .step = STORE_NONE};
+                CHECK_INT(store_rank_put(s, &rank), 0);
+        }
+        CHECK_INT(store_commit(s), 0);
+        char ids[128] = "";
+        CHECK_INT(store_jobs_load(s, 1000, collect_ids, ids), 0);
+        CHECK_STR(ids, "1 3 4 6 8 ");
+        store_close(s);
+}
+
 /* The store tells when its file was deleted or replaced under it. */
 static void test_check_file(const char *dir) {
         _cleanup_free_ char *path = xasprintf("%s/moved.db", dir);
@@ -672,7 +720,7 @@ static void test_concurrent_migration(void) {
                 CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         }
         _cleanup_free_ char *version = raw_sql(target, "SELECT version FROM schema_version");
-        CHECK_STR(version, "10\n");
+        CHECK_STR(version, "11\n");
 }
 
 int main(void) {
@@ -683,6 +731,7 @@ int main(void) {
                 pg_url = NULL;
         test_reopen();
         test_idempotency_key_per_project();
+        test_jobs_load_cutoff();
         test_goodput();
         _cleanup_free_ char *lead = fresh_target("lead");
         test_leadership(lead);
