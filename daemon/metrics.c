@@ -50,8 +50,9 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
         metrics_write_histogram(f, "axctl_db_commit_seconds", "", &ctl->db_commit);
         uint64_t on_thread, on_commit;
         store_checkpoints(ctl->store, &on_thread, &on_commit);
-        metrics_write_header(f, "axctl_db_checkpoints_total", "counter",
-                             "SQLite WAL checkpoints, on the store's own thread or in a commit.");
+        metrics_write_header(
+                f, "axctl_db_checkpoints_total", "counter",
+                "SQLite WAL checkpoints that copied pages, on the store's thread or in a commit.");
         fprintf(f, "axctl_db_checkpoints_total{on=\"thread\"} %llu\n",
                 (unsigned long long) on_thread);
         fprintf(f, "axctl_db_checkpoints_total{on=\"commit\"} %llu\n",

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "log.h"
 #include "util.h"
 
 /*
@@ -32,12 +33,12 @@
 #define CHECKPOINT_INLINE_PAGES (2 * CHECKPOINT_PAGES)
 
 typedef struct Checkpointer {
-        sqlite3 *db; /* opened with the store's own, so that it is the same file */
+        sqlite3 *db; /* NULL: none to be had, and commits checkpoint */
         pthread_t thread;
         pthread_mutex_t lock;
         pthread_cond_t wake, idle;
         bool ready, started, wanted, running, stopping;
-        uint64_t on_thread, on_commit; /* checkpoints run, for /metrics */
+        uint64_t on_thread, on_commit; /* checkpoints that copied pages, for /metrics */
 } Checkpointer;
 
 struct StoreConn {
@@ -155,6 +156,15 @@ static void create_private(const char *path) {
         narrow_mode(path, "-shm");
 }
 
+/* One PASSIVE checkpoint; whether it copied any page (a reader such as a backup can
+ * hold it back, and then it succeeds having copied nothing). */
+static bool checkpoint_passive(sqlite3 *db, const char *schema) {
+        int log_frames = 0, copied_frames = 0;
+        return sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
+                                         &copied_frames) == SQLITE_OK &&
+               copied_frames > 0;
+}
+
 static void *checkpoint_loop(void *arg) {
         Checkpointer *cp = arg;
         pthread_mutex_lock(&cp->lock);
@@ -166,13 +176,11 @@ static void *checkpoint_loop(void *arg) {
                 cp->wanted = false;
                 cp->running = true;
                 pthread_mutex_unlock(&cp->lock);
-                int rc = sqlite3_wal_checkpoint_v2(cp->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
-                                                   NULL);
+                bool copied = checkpoint_passive(cp->db, NULL);
                 pthread_mutex_lock(&cp->lock);
                 cp->running = false;
                 pthread_cond_signal(&cp->idle);
-                if (rc == SQLITE_OK)
-                        cp->on_thread++;
+                cp->on_thread += copied;
         }
         pthread_mutex_unlock(&cp->lock);
         return NULL;
@@ -183,8 +191,14 @@ static void *checkpoint_loop(void *arg) {
 static bool checkpoint_wanted(Checkpointer *cp) {
         bool running = true;
         pthread_mutex_lock(&cp->lock);
-        if (!cp->started && cp->db)
+        if (!cp->started && cp->db) {
                 cp->started = pthread_create(&cp->thread, NULL, checkpoint_loop, cp) == 0;
+                if (!cp->started) {
+                        log_warning("no thread for SQLite's checkpoints: commits run them");
+                        sqlite3_close_v2(cp->db);
+                        cp->db = NULL;
+                }
+        }
         if (cp->started) {
                 cp->wanted = true;
                 pthread_cond_signal(&cp->wake);
@@ -204,9 +218,7 @@ static int wal_committed(void *ctx, sqlite3 *db, const char *schema, int pages) 
         pthread_mutex_lock(&cp->lock);
         while (cp->running)
                 pthread_cond_wait(&cp->idle, &cp->lock);
-        if (sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) ==
-            SQLITE_OK)
-                cp->on_commit++;
+        cp->on_commit += checkpoint_passive(db, schema);
         pthread_mutex_unlock(&cp->lock);
         return SQLITE_OK;
 }
@@ -215,10 +227,13 @@ static void checkpointer_init(Checkpointer *cp, StoreConn *c) {
         pthread_mutex_init(&cp->lock, NULL);
         pthread_cond_init(&cp->wake, NULL);
         pthread_cond_init(&cp->idle, NULL);
-        /* Without its connection the commits checkpoint, as SQLite would. */
-        if (sqlite3_open_v2(c->path, &cp->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        /* Without its connection the commits checkpoint, as SQLite would. Two
+         * connections on two threads need SQLite's own mutexes. */
+        if (!sqlite3_threadsafe() ||
+            sqlite3_open_v2(c->path, &cp->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
                     SQLITE_OK ||
             sqlite3_exec(cp->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) != SQLITE_OK) {
+                log_warning("no second connection for SQLite's checkpoints: commits run them");
                 sqlite3_close_v2(cp->db);
                 cp->db = NULL;
         }
@@ -228,9 +243,10 @@ static void checkpointer_init(Checkpointer *cp, StoreConn *c) {
 
 /* Before the store's own connection closes: the last one to close checkpoints the
  * whole WAL and removes it. */
-static void checkpointer_stop(Checkpointer *cp) {
+static void checkpointer_stop(Checkpointer *cp, sqlite3 *store_db) {
         if (!cp->ready)
                 return;
+        sqlite3_wal_hook(store_db, NULL, NULL);
         pthread_mutex_lock(&cp->lock);
         cp->stopping = true;
         pthread_cond_signal(&cp->wake);
@@ -246,7 +262,7 @@ static void checkpointer_stop(Checkpointer *cp) {
 static void sqlite_close(StoreConn *c) {
         if (!c)
                 return;
-        checkpointer_stop(&c->checkpointer);
+        checkpointer_stop(&c->checkpointer, c->db);
         for (int i = 0; i < STORE_SLOTS; i++)
                 sqlite3_finalize(c->stmts[i]);
         sqlite3_close_v2(c->db);
@@ -272,15 +288,17 @@ static int sqlite_open(const char *path, const char *const *migrations, int n_mi
         /* WAL + FULL: a commit is on disk when it returns, so a 2xx means durable. */
         if ((r = exec(c, "PRAGMA journal_mode = WAL")) < 0 ||
             (r = exec(c, "PRAGMA synchronous = FULL")) < 0 ||
-            (r = exec(c, "PRAGMA foreign_keys = ON")) < 0 ||
-            (r = migrate(c, migrations, n_migrations, version)) < 0)
+            (r = exec(c, "PRAGMA foreign_keys = ON")) < 0)
+                goto fail;
+        /* At once, so that both connections open the same file. */
+        checkpointer_init(&c->checkpointer, c);
+        if ((r = migrate(c, migrations, n_migrations, version)) < 0)
                 goto fail;
         c->file_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (c->file_fd < 0) {
                 r = -errno;
                 goto fail;
         }
-        checkpointer_init(&c->checkpointer, c);
         *ret_conn = c;
         return 0;
 fail:
