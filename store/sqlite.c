@@ -186,26 +186,29 @@ static void *checkpoint_loop(void *arg) {
         return NULL;
 }
 
+/* Where the checkpointer cannot be had: the commits checkpoint, as SQLite would. */
+static void checkpointer_give_up(Checkpointer *cp, const char *missing) {
+        log_warning("no %s for SQLite's checkpoints: commits run them", missing);
+        sqlite3_close_v2(cp->db);
+        cp->db = NULL;
+}
+
 /* Asks the thread for a checkpoint, starting it the first time; false where it cannot
  * run (then the commit checkpoints). */
 static bool checkpoint_wanted(Checkpointer *cp) {
-        bool running = true;
         pthread_mutex_lock(&cp->lock);
         if (!cp->started && cp->db) {
                 cp->started = pthread_create(&cp->thread, NULL, checkpoint_loop, cp) == 0;
-                if (!cp->started) {
-                        log_warning("no thread for SQLite's checkpoints: commits run them");
-                        sqlite3_close_v2(cp->db);
-                        cp->db = NULL;
-                }
+                if (!cp->started)
+                        checkpointer_give_up(cp, "thread");
         }
-        if (cp->started) {
+        bool started = cp->started;
+        if (started) {
                 cp->wanted = true;
                 pthread_cond_signal(&cp->wake);
-        } else
-                running = false;
+        }
         pthread_mutex_unlock(&cp->lock);
-        return running;
+        return started;
 }
 
 /* SQLite's WAL hook, after each commit of the store's connection (on its thread). */
@@ -227,16 +230,12 @@ static void checkpointer_init(Checkpointer *cp, StoreConn *c) {
         pthread_mutex_init(&cp->lock, NULL);
         pthread_cond_init(&cp->wake, NULL);
         pthread_cond_init(&cp->idle, NULL);
-        /* Without its connection the commits checkpoint, as SQLite would. Two
-         * connections on two threads need SQLite's own mutexes. */
+        /* Two connections on two threads need SQLite's own mutexes. */
         if (!sqlite3_threadsafe() ||
             sqlite3_open_v2(c->path, &cp->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
                     SQLITE_OK ||
-            sqlite3_exec(cp->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) != SQLITE_OK) {
-                log_warning("no second connection for SQLite's checkpoints: commits run them");
-                sqlite3_close_v2(cp->db);
-                cp->db = NULL;
-        }
+            sqlite3_exec(cp->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) != SQLITE_OK)
+                checkpointer_give_up(cp, "second connection");
         sqlite3_wal_hook(c->db, wal_committed, cp);
         cp->ready = true;
 }
@@ -389,8 +388,7 @@ static int sqlite_run(StoreConn *c, int slot, const char *sql, const StoreParam 
 
 static void sqlite_checkpoints(StoreConn *c, uint64_t *ret_on_thread, uint64_t *ret_on_commit) {
         Checkpointer *cp = &c->checkpointer;
-        *ret_on_thread = *ret_on_commit = 0;
-        if (!cp->ready)
+        if (!cp->ready) /* store_checkpoints has set both to 0 */
                 return;
         pthread_mutex_lock(&cp->lock);
         *ret_on_thread = cp->on_thread;
