@@ -11,6 +11,7 @@ next write gets 503 and nothing more is acknowledged; an idle controller notices
 about a second, and /healthz says so."""
 
 import os
+import re
 import shutil
 import time
 import unittest
@@ -20,15 +21,30 @@ import axtest
 
 class StoreFailureTest(axtest.ClusterTestCase):
     def test_full_disk_stops_the_controller_without_losing_acknowledged_jobs(self):
+        self.fill_disk_and_restart("4m")
+
+    def test_full_disk_while_the_wal_is_checkpointed_on_the_stores_thread(self):
+        """A disk large enough for the WAL to pass 1,000 pages: the store's own thread
+        checkpoints it while the disk fills (and its checkpoints fail at the end), and
+        still nothing acknowledged is lost."""
+        checkpoints = self.fill_disk_and_restart("16m")
+        self.assertGreater(checkpoints, 0, "the store's thread ran no checkpoint")
+
+    def fill_disk_and_restart(self, size):
+        """Submits jobs of 256 KiB onto a database on a tmpfs of size until one gets 503,
+        then checks the controller stopped and, restarted on a larger disk, has every
+        job it acknowledged. Returns the checkpoints the store's thread had run, as
+        /metrics said last before the failure."""
         c = axtest.Cluster(0, name=self._testMethodName)
         self.addCleanup(self._finish_cluster, c)
         disk = os.path.join(c.tmp, "small")
-        self.mount_small_disk(disk)
+        self.mount_small_disk(disk, size)
         c.db = os.path.join(disk, "state.db")
         c.start()
         big = "x" * 16000
         acknowledged = {}
         failed = None
+        checkpoints = 0
         for i in range(200):
             spec = {"name": "fill-%d" % i, "command": ["/bin/true"], "ranks": 1,
                     "env": {"PAD_%d" % k: big for k in range(16)}}
@@ -37,7 +53,10 @@ class StoreFailureTest(axtest.ClusterTestCase):
                 failed = (status, body)
                 break
             acknowledged[body["id"]] = spec["name"]
-        self.assertIsNotNone(failed, "a 4 MiB disk took 200 jobs of 256 KiB")
+            found = re.search(r'axctl_db_checkpoints_total\{on="thread"\} (\d+)',
+                              c.api("GET", "/metrics")[1])
+            checkpoints = int(found.group(1)) if found else checkpoints
+        self.assertIsNotNone(failed, "a %s disk took 200 jobs of 256 KiB" % size)
         self.assertGreater(len(acknowledged), 0)
         status, body = failed
         self.assertEqual(status, 503, body)
@@ -75,6 +94,7 @@ class StoreFailureTest(axtest.ClusterTestCase):
             self.assertEqual(jobs[job_id]["name"], name)
             self.assertEqual(c.job(job_id)["spec"]["env"]["PAD_15"], big)
         self.assertEqual(len(jobs), len(acknowledged), "a job that got 503 was kept")
+        return checkpoints
 
     def assert_stops(self, c, why):
         """Nothing is acknowledged any more, /healthz says why, axctld exits non-zero."""
