@@ -4,6 +4,8 @@
 undrain, quarantine only with evidence (failures of different owners' jobs, never one
 owner's), and the events and status a person reads."""
 
+import re
+import time
 import unittest
 
 import axtest
@@ -88,6 +90,13 @@ class NodesTest(axtest.ClusterTestCase):
         events = c.cli("events").stdout
         self.assertIn("node_suspect", events)
         # Nothing is placed on a quarantined node (nor the drained one): the jobs wait.
+        # An attempt started on n1 before the verdict may still be failing there.
+        for job in jobs:
+            axtest.wait_for(lambda: c.job(job.id)["state"] in ("restarting", "pending"), 20,
+                            "job %d waiting" % job.id)
+        attempts_then = [c.job(job.id)["attempt"] for job in jobs]
+        time.sleep(2.5)  # past the 1 s restart backoff: a wrong placement would start one
+        self.assertEqual([c.job(job.id)["attempt"] for job in jobs], attempts_then)
         for job in jobs:
             self.assertIn(c.job(job.id)["state"], ("restarting", "pending"))
         p = c.cli("nodes")
@@ -188,6 +197,10 @@ class NodesTest(axtest.ClusterTestCase):
         self.assertIn('axctl_nodes{state="ready"} 1', text)
         self.assertIn('route="POST /v1/jobs",code="2xx"', text)
         self.assertIn("axctl_db_commit_seconds_bucket", text)
+        # The job's submit, placement and end were written in turns the loop timed.
+        turns = re.search(r"^axctl_loop_turn_seconds_count (\d+)$", text, re.M)
+        self.assertIsNotNone(turns)
+        self.assertGreater(int(turns.group(1)), 0)
 
 
 if __name__ == "__main__":
