@@ -123,12 +123,6 @@ struct Api {
         uint64_t agents_turned_away;
 };
 
-static int64_t now_us(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void request_set_answer(Request *req, unsigned status, json_t *body) {
         free(req->answer);
         req->status = status;
@@ -1143,7 +1137,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
                 req->route = ROUTE_NOT_FOUND;
                 req->who.role = _TOKEN_ROLE_INVALID;
                 req->connection = con;
-                req->started_us = now_us();
+                req->started_us = util_now_us();
                 *con_cls = req;
                 api->requests++;
                 return MHD_YES;
@@ -1184,7 +1178,7 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && req->status >= 100 && req->status < 600) {
                 api->answers[req->route][req->status / 100]++;
                 histogram_observe(&api->latency[req->route],
-                                  (double) (now_us() - req->started_us) / 1e6);
+                                  (double) (util_now_us() - req->started_us) / 1e6);
         }
         free(req->body);
         free(req->answer);

@@ -17,6 +17,12 @@ int64_t util_now_ms(void) {
         return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t util_now_us(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int64_t util_boot_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_BOOTTIME, &ts);

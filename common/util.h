@@ -51,6 +51,8 @@ static inline int min_int(int a, int b) {
 
 /* Milliseconds on CLOCK_MONOTONIC: for deadlines and intervals. */
 int64_t util_now_ms(void);
+/* The same clock in microseconds: for measuring durations. */
+int64_t util_now_us(void);
 /* Milliseconds on CLOCK_BOOTTIME: monotonic and counting suspend, one clock for every
  * process of a host (the node lease the agent shares with its rank supervisors). */
 int64_t util_boot_ms(void);

@@ -35,6 +35,7 @@ struct Controller {
         Histogram recovery; /* failure detected -> every rank of the next attempt running */
         Histogram sched_pass;
         Histogram db_commit;
+        Histogram loop_turn; /* turns that wrote: requests, pass, commit, answers */
 };
 
 /* The node's agent registered or synced: it counts as reconnected after a restart. */

@@ -49,6 +49,7 @@ int ctl_new_on(const CtlConfig *config, Store *store, Controller **ret) {
         histogram_init_latency(&ctl->recovery);
         histogram_init_latency(&ctl->sched_pass);
         histogram_init_latency(&ctl->db_commit);
+        histogram_init_latency(&ctl->loop_turn);
         ctl->store = store;
         int r = persist_load(ctl->store, &ctl->model, util_wall_ms() - config->job_retention_ms);
         if (r < 0) {
@@ -114,6 +115,10 @@ const char *ctl_failure(Controller *ctl) {
         if (ctl->failure[0])
                 return ctl->failure;
         return ctl->turn.failed ? ctl->turn.failure : NULL;
+}
+
+void ctl_turn_observe(Controller *ctl, double seconds) {
+        histogram_observe(&ctl->loop_turn, seconds);
 }
 
 void ctl_serving_starts(Controller *ctl) {

@@ -78,6 +78,9 @@ bool ctl_turn_has_writes(Controller *ctl);
  * later is acknowledged, and the caller must stop.
  */
 int ctl_end_turn(Controller *ctl);
+/* Records how long a turn that wrote took, from taking its requests to sending its
+ * answers: every answer of the turn waited for all of it. */
+void ctl_turn_observe(Controller *ctl, double seconds);
 /* NULL while the controller works; else why it stopped accepting requests. */
 const char *ctl_failure(Controller *ctl);
 

@@ -790,9 +790,11 @@ int main(int argc, char **argv) {
                         r = -ESTALE;
                         break;
                 }
+                int64_t turn_start_us = util_now_us();
                 api_run(api);
                 if (util_now_ms() >= ctl_next_deadline_ms(ctl))
                         ctl_tick(ctl);
+                bool wrote = ctl_turn_has_writes(ctl);
                 int ended = ctl_end_turn(ctl);
                 if (ended == -ESTALE) {
                         /* Fenced: another controller leads and has loaded the state; this
@@ -810,6 +812,8 @@ int main(int argc, char **argv) {
                         r = -EIO;
                 }
                 api_after_commit(api);
+                if (wrote)
+                        ctl_turn_observe(ctl, (double) (util_now_us() - turn_start_us) / 1e6);
                 if (stop_at && util_now_ms() >= stop_at)
                         break;
                 if (drain_until && (api_idle(api) || util_now_ms() >= drain_until))

@@ -48,6 +48,10 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
         metrics_write_header(f, "axctl_db_commit_seconds", "histogram",
                              "Duration of writing and committing one loop turn's changes.");
         metrics_write_histogram(f, "axctl_db_commit_seconds", "", &ctl->db_commit);
+        metrics_write_header(f, "axctl_loop_turn_seconds", "histogram",
+                             "Duration of one loop turn that wrote: requests, scheduling, commit "
+                             "and answers. An answer waits for its whole turn.");
+        metrics_write_histogram(f, "axctl_loop_turn_seconds", "", &ctl->loop_turn);
         uint64_t on_thread, on_commit;
         store_checkpoints(ctl->store, &on_thread, &on_commit);
         metrics_write_header(
