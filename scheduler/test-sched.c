@@ -640,6 +640,36 @@ static void test_edges(void) {
         CHECK_INT(sched_pass(NULL, &r), -EINVAL);
 }
 
+/* More distinct users and job shapes in one pass than its tables first expect: they
+ * grow (a full table once made the pass loop forever). */
+static void test_many_users_and_shapes(void) {
+        enum {
+                N = 600
+        };
+        static char users[2 * N][16];
+        static SchedJob jobs[N];
+        static SchedRunning running[N];
+        for (int i = 0; i < N; i++) {
+                snprintf(users[i], sizeof(users[i]), "u%d", i);
+                snprintf(users[N + i], sizeof(users[N + i]), "r%d", i);
+                jobs[i] = pjob(i + 1, "p", users[i], 0, 1, 1 + i); /* a shape each */
+                running[i] = (SchedRunning){.id = N + i + 1, .project = "p", .user = users[N + i]};
+        }
+        SchedSnapshot s = {.nodes = fleet4(2),
+                           .n_nodes = 2,
+                           .jobs = jobs,
+                           .n_jobs = N,
+                           .running = running,
+                           .n_running = N,
+                           .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        CHECK(r.n_placements >= 2);
+        for (int i = 4; i < N; i++)
+                CHECK_INT(r.wait[i], SCHED_WAIT_CONSTRAINT); /* more cpus than a node has */
+        sched_result_clear(&r);
+}
+
 static void test_gpu_fleet_mix(void) {
         /* CPU jobs keep off GPU nodes while CPU nodes have room. */
         make_gpus(gpus8[0], true);
@@ -673,6 +703,7 @@ int main(void) {
         test_starvation();
         test_constraints();
         test_edges();
+        test_many_users_and_shapes();
         test_gpu_fleet_mix();
         printf("scheduler: ok\n");
         return 0;

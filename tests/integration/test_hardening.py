@@ -11,6 +11,7 @@
   pipe gets the log's own bytes), and a FIFO as its config file is refused, not waited on.
 - The database and its -wal and -shm files are 0600 whatever the umask, whether
   `axctld token create` or axctld makes them.
+- Jobs of hundreds of shapes and users waiting at once do not stop the scheduler.
 """
 
 import os
@@ -75,6 +76,27 @@ class IdempotencyTest(axtest.ClusterTestCase):
 
 
 HOSTILE = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b6n"
+
+
+class ManyShapesTest(axtest.ClusterTestCase):
+    def test_jobs_of_many_shapes_do_not_stop_the_scheduler(self):
+        """One user with a valid token submits 300 jobs, each of its own shape. The
+        scheduler's pass over all of them (the first after a restart) once never
+        returned, and the watchdog's restart met the same pass again."""
+        c = self.start_cluster(0)  # no nodes yet: every job waits, each a shape and user
+        ids = []
+        for i in range(300):
+            spec = {"command": ["true"], "ranks": 1, "user": "u%d" % i,
+                    "resources": {"cpus": 1, "memory_mb": 1 + i}}
+            ids.append(c.submit(spec)["id"])
+        c.restart_controller()
+        status, body, _ = c.api("GET", "/healthz", timeout=10)
+        self.assertEqual(status, 200, body)
+        for job_id in (ids[0], ids[-1]):
+            job = axtest.wait_for(lambda: (lambda j: j if j["reason"] else None)(
+                c.job(job_id)), 20, "job %d judged" % job_id)
+            self.assertEqual(job["state"], "pending")
+            self.assertIn("constraints", job["reason"])
 
 
 class TerminalTest(axtest.ClusterTestCase):
