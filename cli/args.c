@@ -35,11 +35,12 @@ static const CliOption common_options[] = {
         {},
 };
 
-void cli_args_init(CliArgs *a, const CliContext *ctx, const char *command, const CliOption *options,
-                   int argc, char **argv) {
+void cli_args_init(CliArgs *a, CliContext *ctx, const char *command, const char *help,
+                   const CliOption *options, int argc, char **argv) {
         *a = (CliArgs){
                 .ctx = ctx,
                 .command = command,
+                .help = help,
                 .options = options,
                 .argc = argc,
                 .argv = argv,
@@ -135,6 +136,28 @@ int cli_args_next(CliArgs *a, const char **ret_value) {
                 return args_needs_value(a, flag);
         *ret_value = a->argv[a->index++];
         return o->id;
+}
+
+int cli_args_next_own(CliArgs *a, const char **ret_value) {
+        for (;;) {
+                int id = cli_args_next(a, ret_value);
+                switch (id) {
+                case CLI_OPT_HELP:
+                        fputs(a->help, a->ctx->out);
+                        a->exit = CLI_EXIT_OK;
+                        return CLI_ARG_EXIT;
+                case CLI_ARG_ERROR:
+                        a->exit = CLI_EXIT_USAGE;
+                        return CLI_ARG_EXIT;
+                case CLI_OPT_JSON:
+                case CLI_OPT_URL:
+                case CLI_OPT_CA_FILE:
+                        cli_args_apply_common(a->ctx, id, *ret_value);
+                        break;
+                default:
+                        return id;
+                }
+        }
 }
 
 int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_t min, int64_t max,

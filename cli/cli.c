@@ -121,7 +121,7 @@ int cli_run(int argc, char **argv, FILE *raw_out, FILE *raw_err) {
         }
         CliContext ctx = {.out = out, .err = err, .log_out = log_out};
         CliArgs a;
-        cli_args_init(&a, &ctx, NULL, global_options, argc - 1, argv + 1);
+        cli_args_init(&a, &ctx, NULL, NULL, global_options, argc - 1, argv + 1);
         a.rest_at_positional = true;
         /* The config file is read only when a command is about to run: --version and
          * --help need nothing of it, and a broken file must not stand in their way. The

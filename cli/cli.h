@@ -63,6 +63,8 @@ enum {
         CLI_ARG_ERROR = -1, /* bad argument: the message is already printed */
         CLI_ARG_POSITIONAL = -2, /* *ret_value is a positional word */
         CLI_ARG_REST = -3, /* options are over; the rest starts at parser.index */
+        CLI_ARG_EXIT = -4, /* cli_args_next_own: help printed or error reported; the
+                            * command returns parser.exit */
         CLI_OPT_HELP = 1000, /* -h / --help: every command has it */
         CLI_OPT_JSON, /* --json, also accepted after the command */
         CLI_OPT_URL, /* --url URL, also accepted after the command */
@@ -77,21 +79,27 @@ typedef struct CliOption {
 } CliOption;
 
 typedef struct CliArgs {
-        const CliContext *ctx;
+        CliContext *ctx; /* --json, --url and --ca-file after the command change it */
         const char *command; /* for messages: "unknown flag --x for <command>" */
+        const char *help; /* printed by cli_args_next_own for -h / --help */
         const CliOption *options; /* terminated by an entry with long_name NULL */
         int argc;
         char **argv;
         int index; /* next argument to look at */
         bool rest_at_positional; /* submit: the first positional word starts the command */
         bool options_done; /* after "--": everything is positional */
+        int exit; /* after CLI_ARG_EXIT: CLI_EXIT_OK (help) or CLI_EXIT_USAGE */
 } CliArgs;
 
-void cli_args_init(CliArgs *a, const CliContext *ctx, const char *command, const CliOption *options,
-                   int argc, char **argv);
+void cli_args_init(CliArgs *a, CliContext *ctx, const char *command, const char *help,
+                   const CliOption *options, int argc, char **argv);
 /* Returns an option id (with *ret_value set for options with arguments), or one of
  * CLI_ARG_END, CLI_ARG_POSITIONAL, CLI_ARG_REST, CLI_ARG_ERROR. */
 int cli_args_next(CliArgs *a, const char **ret_value);
+/* What a command's loop calls: like cli_args_next, but applies the common options
+ * itself and turns --help and errors into CLI_ARG_EXIT, so that only the command's
+ * own ids, CLI_ARG_POSITIONAL, CLI_ARG_REST and CLI_ARG_END are left to it. */
+int cli_args_next_own(CliArgs *a, const char **ret_value);
 /* Parses a whole decimal integer within [min, max]; prints an error naming flag. */
 int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_t min, int64_t max,
                   int64_t *ret);
@@ -99,11 +107,7 @@ int cli_parse_int(const CliContext *ctx, const char *flag, const char *s, int64_
 int cli_parse_job_id(const CliContext *ctx, const char *s, int64_t *ret);
 /* Parses a non-negative number of seconds ("1.5" allowed) into milliseconds. */
 int cli_parse_seconds(const CliContext *ctx, const char *flag, const char *s, int64_t *ret_ms);
-/* True for the options every command takes after its name (--json, --url, --ca-file). */
-static inline bool cli_args_is_common(int id) {
-        return id == CLI_OPT_JSON || id == CLI_OPT_URL || id == CLI_OPT_CA_FILE;
-}
-/* Applies --json / --url / --ca-file seen after the command to the context. */
+/* Applies --json / --url / --ca-file to the context. */
 void cli_args_apply_common(CliContext *ctx, int id, const char *value);
 /* Message for a positional word a command does not take; returns CLI_EXIT_USAGE. */
 int cli_args_unexpected(const CliContext *ctx, const char *command, const char *word);
@@ -269,7 +273,7 @@ typedef struct CliSubmit {
         char *idempotency_key; /* --idempotency-key, else $AXCTL_IDEMPOTENCY_KEY */
         bool wait;
         int64_t wait_timeout_ms; /* --timeout with --wait, 0 = none */
-        bool help;
+        bool help; /* -h / --help: printed by cli_submit_parse; nothing else to do */
 } CliSubmit;
 
 void cli_submit_done(CliSubmit *s);

@@ -152,23 +152,17 @@ int cli_cmd_goodput(CliContext *ctx, int argc, char **argv) {
         };
         const char *project = NULL, *since = NULL;
         CliArgs a;
-        cli_args_init(&a, ctx, "goodput", options, argc, argv);
+        cli_args_init(&a, ctx, "goodput", goodput_help, options, argc, argv);
         for (;;) {
                 const char *value;
-                int opt = cli_args_next(&a, &value);
+                int opt = cli_args_next_own(&a, &value);
                 if (opt == CLI_ARG_END)
                         break;
-                if (opt == CLI_ARG_ERROR)
-                        return CLI_EXIT_USAGE;
-                if (opt == CLI_OPT_HELP) {
-                        fputs(goodput_help, ctx->out);
-                        return CLI_EXIT_OK;
-                }
-                if (cli_args_is_common(opt))
-                        cli_args_apply_common(ctx, opt, value);
-                else if (opt == CLI_ARG_POSITIONAL)
+                if (opt == CLI_ARG_EXIT)
+                        return a.exit;
+                if (opt == CLI_ARG_POSITIONAL)
                         return cli_args_unexpected(ctx, "goodput", value);
-                else if (opt == OPT_PROJECT)
+                if (opt == OPT_PROJECT)
                         project = value;
                 else if (opt == OPT_SINCE)
                         since = value;

@@ -175,24 +175,16 @@ int cli_cmd_list(CliContext *ctx, int argc, char **argv) {
         };
         ListQuery q = {};
         CliArgs a;
-        cli_args_init(&a, ctx, "list", options, argc, argv);
+        cli_args_init(&a, ctx, "list", list_help, options, argc, argv);
         for (;;) {
                 const char *value;
-                int id = cli_args_next(&a, &value);
+                int id = cli_args_next_own(&a, &value);
                 if (id == CLI_ARG_END)
                         break;
-                if (id == CLI_ARG_ERROR)
-                        return CLI_EXIT_USAGE;
-                if (id == CLI_OPT_HELP) {
-                        fputs(list_help, ctx->out);
-                        return CLI_EXIT_OK;
-                }
+                if (id == CLI_ARG_EXIT)
+                        return a.exit;
                 if (id == CLI_ARG_POSITIONAL)
                         return cli_args_unexpected(ctx, "list", value);
-                if (cli_args_is_common(id)) {
-                        cli_args_apply_common(ctx, id, value);
-                        continue;
-                }
                 int r = list_option(ctx, &q, id, value);
                 if (r != CLI_EXIT_OK)
                         return CLI_EXIT_USAGE;
@@ -354,24 +346,16 @@ int cli_cmd_status(CliContext *ctx, int argc, char **argv) {
         bool list_flags = false, env = false;
         int64_t rank = -1, attempt = -1, id = 0;
         CliArgs a;
-        cli_args_init(&a, ctx, "status", options, argc, argv);
+        cli_args_init(&a, ctx, "status", status_help, options, argc, argv);
         for (;;) {
                 const char *value;
-                int id_opt = cli_args_next(&a, &value);
+                int id_opt = cli_args_next_own(&a, &value);
                 int r = CLI_EXIT_OK;
                 if (id_opt == CLI_ARG_END)
                         break;
                 switch (id_opt) {
-                case CLI_ARG_ERROR:
-                        return CLI_EXIT_USAGE;
-                case CLI_OPT_HELP:
-                        fputs(status_help, ctx->out);
-                        return CLI_EXIT_OK;
-                case CLI_OPT_JSON:
-                case CLI_OPT_URL:
-                case CLI_OPT_CA_FILE:
-                        cli_args_apply_common(ctx, id_opt, value);
-                        break;
+                case CLI_ARG_EXIT:
+                        return a.exit;
                 case CLI_ARG_POSITIONAL:
                         if (id > 0)
                                 return cli_args_unexpected(ctx, "status", value);
@@ -431,33 +415,24 @@ static const char cancel_help[] =
         "Cancels a job and prints its new state line (\"cancelled\", or the state it is\n"
         "in while its ranks stop). A job that already ended: message and exit 1.\n";
 
-/* Parses "COMMAND JOB [options]": returns CLI_EXIT_OK with *ret_id set, -1 after
- * printing the help, or the exit code of a usage error (message printed). Options
- * other than the common ones go to option_cb. */
+/* Parses "COMMAND JOB [options]": returns -1 with *ret_id set when the command is to
+ * run, else the exit status to return (0 after the help). Options other than the
+ * common ones go to option_cb. */
 static int parse_job_only(CliContext *ctx, const char *command, const char *help,
                           const CliOption *options, int argc, char **argv, int64_t *ret_id,
                           int (*option_cb)(CliContext *ctx, int id, const char *value,
                                            void *userdata),
                           void *userdata) {
         CliArgs a;
-        cli_args_init(&a, ctx, command, options, argc, argv);
+        cli_args_init(&a, ctx, command, help, options, argc, argv);
         *ret_id = 0;
         for (;;) {
                 const char *value;
-                int id = cli_args_next(&a, &value);
+                int id = cli_args_next_own(&a, &value);
                 if (id == CLI_ARG_END)
                         break;
-                if (id == CLI_ARG_ERROR)
-                        return CLI_EXIT_USAGE;
-                if (id == CLI_OPT_HELP) {
-                        fputs(help, ctx->out);
-                        *ret_id = 0;
-                        return -1;
-                }
-                if (cli_args_is_common(id)) {
-                        cli_args_apply_common(ctx, id, value);
-                        continue;
-                }
+                if (id == CLI_ARG_EXIT)
+                        return a.exit;
                 if (id == CLI_ARG_POSITIONAL) {
                         if (*ret_id > 0)
                                 return cli_args_unexpected(ctx, command, value);
@@ -471,16 +446,14 @@ static int parse_job_only(CliContext *ctx, const char *command, const char *help
         }
         if (*ret_id == 0)
                 return cli_args_missing(ctx, command, "a JOB id");
-        return CLI_EXIT_OK;
+        return -1;
 }
 
 int cli_cmd_cancel(CliContext *ctx, int argc, char **argv) {
         static const CliOption options[] = {{}};
         int64_t id;
         int r = parse_job_only(ctx, "cancel", cancel_help, options, argc, argv, &id, NULL, NULL);
-        if (r < 0)
-                return CLI_EXIT_OK;
-        if (r != CLI_EXIT_OK)
+        if (r >= 0)
                 return r;
 
         _cleanup_free_ char *path = xasprintf("/v1/jobs/%lld/cancel", (long long) id);
@@ -607,9 +580,7 @@ int cli_cmd_wait(CliContext *ctx, int argc, char **argv) {
         int64_t id, timeout_ms = 0;
         int r = parse_job_only(ctx, "wait", wait_help, options, argc, argv, &id, wait_option,
                                &timeout_ms);
-        if (r < 0)
-                return CLI_EXIT_OK;
-        if (r != CLI_EXIT_OK)
+        if (r >= 0)
                 return r;
         return cli_job_wait(ctx, id, timeout_ms);
 }

@@ -219,24 +219,16 @@ int cli_cmd_logs(CliContext *ctx, int argc, char **argv) {
         int64_t id = 0, rank = 0, attempt = 0;
         bool follow = false;
         CliArgs a;
-        cli_args_init(&a, ctx, "logs", options, argc, argv);
+        cli_args_init(&a, ctx, "logs", logs_help, options, argc, argv);
         for (;;) {
                 const char *value;
-                int opt = cli_args_next(&a, &value);
+                int opt = cli_args_next_own(&a, &value);
                 int r = CLI_EXIT_OK;
                 if (opt == CLI_ARG_END)
                         break;
                 switch (opt) {
-                case CLI_ARG_ERROR:
-                        return CLI_EXIT_USAGE;
-                case CLI_OPT_HELP:
-                        fputs(logs_help, ctx->out);
-                        return CLI_EXIT_OK;
-                case CLI_OPT_JSON:
-                case CLI_OPT_URL:
-                case CLI_OPT_CA_FILE:
-                        cli_args_apply_common(ctx, opt, value);
-                        break;
+                case CLI_ARG_EXIT:
+                        return a.exit;
                 case CLI_ARG_POSITIONAL:
                         if (id > 0)
                                 return cli_args_unexpected(ctx, "logs", value);
@@ -358,21 +350,15 @@ int cli_cmd_events(CliContext *ctx, int argc, char **argv) {
         int64_t id = 0;
         bool follow = false;
         CliArgs a;
-        cli_args_init(&a, ctx, "events", options, argc, argv);
+        cli_args_init(&a, ctx, "events", events_help, options, argc, argv);
         for (;;) {
                 const char *value;
-                int opt = cli_args_next(&a, &value);
+                int opt = cli_args_next_own(&a, &value);
                 if (opt == CLI_ARG_END)
                         break;
-                if (opt == CLI_ARG_ERROR)
-                        return CLI_EXIT_USAGE;
-                if (opt == CLI_OPT_HELP) {
-                        fputs(events_help, ctx->out);
-                        return CLI_EXIT_OK;
-                }
-                if (cli_args_is_common(opt)) {
-                        cli_args_apply_common(ctx, opt, value);
-                } else if (opt == CLI_ARG_POSITIONAL) {
+                if (opt == CLI_ARG_EXIT)
+                        return a.exit;
+                if (opt == CLI_ARG_POSITIONAL) {
                         if (id > 0)
                                 return cli_args_unexpected(ctx, "events", value);
                         if (cli_parse_job_id(ctx, value, &id) != CLI_EXIT_OK)

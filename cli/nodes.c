@@ -80,6 +80,8 @@ static char *cpus_cell(const json_t *node) {
         return xasprintf("%s/%lld", f, (long long) json_integer_value(total));
 }
 
+/* Returns -1 when the command is to run, else the exit status to return (0 after the
+ * help). */
 static int parse_simple(CliContext *ctx, const char *command, const char *help, const char *what,
                         int argc, char **argv, bool *now_flag, const char **ret_positional) {
         static const CliOption drain_options[] = {
@@ -88,22 +90,16 @@ static int parse_simple(CliContext *ctx, const char *command, const char *help, 
         };
         static const CliOption no_options[] = {{}};
         CliArgs a;
-        cli_args_init(&a, ctx, command, now_flag ? drain_options : no_options, argc, argv);
+        cli_args_init(&a, ctx, command, help, now_flag ? drain_options : no_options, argc, argv);
         *ret_positional = NULL;
         for (;;) {
                 const char *value;
-                int opt = cli_args_next(&a, &value);
+                int opt = cli_args_next_own(&a, &value);
                 if (opt == CLI_ARG_END)
                         break;
-                if (opt == CLI_ARG_ERROR)
-                        return CLI_EXIT_USAGE;
-                if (opt == CLI_OPT_HELP) {
-                        fputs(help, ctx->out);
-                        return -1;
-                }
-                if (cli_args_is_common(opt)) {
-                        cli_args_apply_common(ctx, opt, value);
-                } else if (opt == CLI_ARG_POSITIONAL) {
+                if (opt == CLI_ARG_EXIT)
+                        return a.exit;
+                if (opt == CLI_ARG_POSITIONAL) {
                         if (!what || *ret_positional)
                                 return cli_args_unexpected(ctx, command, value);
                         *ret_positional = value;
@@ -113,15 +109,13 @@ static int parse_simple(CliContext *ctx, const char *command, const char *help, 
         }
         if (what && !*ret_positional)
                 return cli_args_missing(ctx, command, what);
-        return CLI_EXIT_OK;
+        return -1;
 }
 
 int cli_cmd_nodes(CliContext *ctx, int argc, char **argv) {
         const char *unused;
         int r = parse_simple(ctx, "nodes", nodes_help, NULL, argc, argv, NULL, &unused);
-        if (r < 0)
-                return CLI_EXIT_OK;
-        if (r != CLI_EXIT_OK)
+        if (r >= 0)
                 return r;
 
         _cleanup_json_ json_t *doc = NULL;
@@ -184,9 +178,7 @@ int cli_cmd_drain(CliContext *ctx, int argc, char **argv) {
         const char *name;
         bool now = false;
         int r = parse_simple(ctx, "drain", drain_help, "a NODE name", argc, argv, &now, &name);
-        if (r < 0)
-                return CLI_EXIT_OK;
-        if (r != CLI_EXIT_OK)
+        if (r >= 0)
                 return r;
         _cleanup_json_ json_t *body = json_pack("{s:b}", "now", now);
         return node_post(ctx, name, "drain", body);
@@ -195,9 +187,7 @@ int cli_cmd_drain(CliContext *ctx, int argc, char **argv) {
 int cli_cmd_undrain(CliContext *ctx, int argc, char **argv) {
         const char *name;
         int r = parse_simple(ctx, "undrain", undrain_help, "a NODE name", argc, argv, NULL, &name);
-        if (r < 0)
-                return CLI_EXIT_OK;
-        if (r != CLI_EXIT_OK)
+        if (r >= 0)
                 return r;
         return node_post(ctx, name, "undrain", NULL);
 }

@@ -213,27 +213,21 @@ int cli_submit_parse(CliContext *ctx, int argc, char **argv, const char *default
                      CliSubmit *s) {
         *s = (CliSubmit){.spec = json_object()};
         CliArgs a;
-        cli_args_init(&a, ctx, "submit", submit_options, argc, argv);
+        cli_args_init(&a, ctx, "submit", submit_help, submit_options, argc, argv);
         a.rest_at_positional = true;
         int rest = -1;
         for (;;) {
                 const char *value;
-                int id = cli_args_next(&a, &value);
-                if (id == CLI_ARG_ERROR)
-                        return CLI_EXIT_USAGE;
+                int id = cli_args_next_own(&a, &value);
+                if (id == CLI_ARG_EXIT) {
+                        s->help = a.exit == CLI_EXIT_OK;
+                        return a.exit;
+                }
                 if (id == CLI_ARG_END)
                         break;
                 if (id == CLI_ARG_REST) {
                         rest = a.index;
                         break;
-                }
-                if (id == CLI_OPT_HELP) {
-                        s->help = true;
-                        return CLI_EXIT_OK;
-                }
-                if (cli_args_is_common(id)) {
-                        cli_args_apply_common(ctx, id, value);
-                        continue;
                 }
                 int r = submit_apply_option(ctx, s, id, value);
                 if (r != CLI_EXIT_OK)
@@ -306,8 +300,6 @@ int cli_cmd_submit(CliContext *ctx, int argc, char **argv) {
         const char *default_user = ctx->token ? NULL : getenv("USER");
         int r = cli_submit_parse(ctx, argc, argv, default_user, &s);
         if (r != CLI_EXIT_OK || s.help) {
-                if (s.help)
-                        fputs(submit_help, ctx->out);
                 cli_submit_done(&s);
                 return r;
         }

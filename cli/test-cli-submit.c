@@ -243,12 +243,17 @@ static void test_errors(void) {
 }
 
 static void test_help(void) {
-        Capture err;
+        Capture err, out;
         CliContext ctx = ctx_new(&err);
+        out.f = ctx.out = open_memstream(&out.text, &out.len);
         CliSubmit s;
         assert(cli_submit_parse(&ctx, 1, (char *[]){"-h"}, NULL, &s) == CLI_EXIT_OK);
         assert(s.help);
+        fflush(out.f);
+        assert(strncmp(out.text, "Usage: axctl submit ", 20) == 0);
         cli_submit_done(&s);
+        fclose(out.f);
+        free(out.text);
         ctx_done(&ctx, &err);
 }
 
