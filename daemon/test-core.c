@@ -904,6 +904,51 @@ static void test_retired_jobs_stay_in_the_store(void) {
         json_decref(spec);
 }
 
+/* More jobs than one batch of the parallel spec parse: every job comes back, in id
+ * order, with its own spec; one stored spec that does not parse stops the start. */
+static void test_many_jobs_load(void) {
+        Controller *ctl = controller("many");
+        int64_t first = 0;
+        for (int i = 0; i < 300; i++) {
+                char user[16];
+                snprintf(user, sizeof(user), "u%d", i);
+                Job *job = submit(ctl, user, 1 + i % 4);
+                if (i == 0)
+                        first = job->id;
+        }
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+        ctl = controller("many");
+        CHECK_INT(ctl->model.n_jobs, 300);
+        for (int i = 0; i < 300; i++) {
+                Job *job = ctl->model.jobs[i];
+                char user[16];
+                snprintf(user, sizeof(user), "u%d", i);
+                CHECK(job->id == first + i && job->state == JOB_PENDING);
+                CHECK_STR(job->spec->user, user);
+                CHECK_INT(job->spec->ranks, 1 + i % 4);
+        }
+        ctl_free(ctl);
+
+        char path[256];
+        snprintf(path, sizeof(path), "%s/many.db", tmpdir);
+        sqlite3 *db;
+        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+        char *sql = sqlite3_mprintf("UPDATE job SET spec = '{\"ranks\": 1' WHERE id = %lld",
+                                    (long long) (first + 250));
+        CHECK_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_free(sql);
+        sqlite3_close(db);
+        CtlConfig cfg = {.db_path = path,
+                         .lease_ms = 10000,
+                         .grace_ms = 2000,
+                         .sync_period_ms = 1000,
+                         .job_retention_ms = 300000};
+        ctl = NULL;
+        CHECK_INT(ctl_new(&cfg, &ctl), -EBADMSG);
+        CHECK(ctl == NULL);
+}
+
 static int compare_kept_goodput(void *userdata, const StoreGoodput *sum) {
         Model *m = userdata;
         const ProjectGoodput *g = strmap_get(m->stored_goodput_index, sum->project);
@@ -985,6 +1030,7 @@ int main(void) {
         test_restart_keeps_nodes();
         test_drains_are_counted();
         test_retired_jobs_stay_in_the_store();
+        test_many_jobs_load();
         test_goodput_sums_kept();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);
