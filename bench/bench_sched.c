@@ -7,7 +7,10 @@
  * passes over the same snapshot and what the pass decided.
  *
  *     bench_sched                 1,000 nodes / 10,000 jobs, then 10,000 / 100,000
- *     bench_sched NODES JOBS [REPEATS]
+ *     bench_sched NODES JOBS [REPEATS] [sweep]
+ *
+ * sweep: every waiting job asks for a memory size of its own (one user's sweep, or a
+ * hostile one), so a pass meets as many job shapes as jobs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,13 +113,16 @@ static void fleet_free(Fleet *f) {
 
 static SchedLabel slice_selector[] = {{"pool", "gpu"}};
 
+/* Set by the sweep argument: each job its own shape. */
+static bool sweep;
+
 static SchedJob job_make(int64_t id, int64_t now) {
         SchedJob j = {.id = id,
                       .project = projects[rng_below(5)],
                       .priority = rng_below(4),
                       .created_ms = now - rng_below(900000),
                       .cpus = 4,
-                      .memory_mb = 8192};
+                      .memory_mb = sweep ? 4096 + id % 100000 : 8192};
         static char users[40][8];
         int u = rng_below(40);
         snprintf(users[u], sizeof(users[u]), "user%d", u);
@@ -350,6 +356,7 @@ int main(int argc, char **argv) {
         }
         if (argc >= 3) {
                 int repeats = argc >= 4 ? atoi(argv[3]) : 7;
+                sweep = argc >= 5 && strcmp(argv[4], "sweep") == 0;
                 bench(atoi(argv[1]), atoi(argv[2]), repeats > 0 ? repeats : 1, quota);
         } else {
                 bench(1000, 10000, 9, quota);

@@ -16,6 +16,65 @@
 
 #include "util.h"
 
+void tuplemap_init(TupleMap *m, int width, size_t expect) {
+        size_t cap = 16;
+        while (cap < expect * 2)
+                cap *= 2;
+        *m = (TupleMap){.width = width, .cap = cap};
+        m->keys = xcalloc(cap * (size_t) width, sizeof(int64_t));
+        m->ids = xmalloc(cap * sizeof(int));
+        memset(m->ids, 0xff, cap * sizeof(int));
+}
+
+void tuplemap_done(TupleMap *m) {
+        free(m->keys);
+        free(m->ids);
+}
+
+static size_t tuplemap_slot(const TupleMap *m, const int64_t *key) {
+        uint64_t h = 1469598103934665603ULL;
+        for (int i = 0; i < m->width; i++)
+                h = (h ^ (uint64_t) key[i]) * 1099511628211ULL;
+        size_t mask = m->cap - 1;
+        for (size_t i = (size_t) (h ^ (h >> 29)) & mask;; i = (i + 1) & mask)
+                if (m->ids[i] < 0 || memcmp(m->keys + i * (size_t) m->width, key,
+                                            (size_t) m->width * sizeof(int64_t)) == 0)
+                        return i;
+}
+
+/* Doubles the table: the expected size is a guess, and a full table has no empty slot to
+ * end a probe (many users' or shapes' jobs in one pass would never return). */
+static void tuplemap_grow(TupleMap *m) {
+        TupleMap old = *m;
+        m->cap *= 2;
+        m->keys = xcalloc(m->cap * (size_t) m->width, sizeof(int64_t));
+        m->ids = xmalloc(m->cap * sizeof(int));
+        memset(m->ids, 0xff, m->cap * sizeof(int));
+        for (size_t i = 0; i < old.cap; i++) {
+                if (old.ids[i] < 0)
+                        continue;
+                const int64_t *key = old.keys + i * (size_t) old.width;
+                size_t j = tuplemap_slot(m, key);
+                memcpy(m->keys + j * (size_t) m->width, key, (size_t) m->width * sizeof(int64_t));
+                m->ids[j] = old.ids[i];
+        }
+        tuplemap_done(&old);
+}
+
+/* Returns the id of key, adding it as the next id when new. */
+int tuplemap_intern(TupleMap *m, const int64_t *key) {
+        size_t i = tuplemap_slot(m, key);
+        if (m->ids[i] >= 0)
+                return m->ids[i];
+        if (2 * (m->n + 1) > m->cap) {
+                tuplemap_grow(m);
+                i = tuplemap_slot(m, key);
+        }
+        memcpy(m->keys + i * (size_t) m->width, key, (size_t) m->width * sizeof(int64_t));
+        m->ids[i] = (int) m->n++;
+        return m->ids[i];
+}
+
 int fleet_kind_intern(StrMap *map, char ***names, int *n, const char *name) {
         void *v = strmap_get(map, name);
         if (v)
@@ -127,6 +186,7 @@ void fleet_init(Fleet *f, const SchedNode *nodes, int n_nodes, bool empty, StrMa
         f->plain_kind = f->n_kinds;
         f->capacity = xcalloc((size_t) f->n_kinds + 1, sizeof(int64_t));
         f->total_free = xcalloc((size_t) f->n_kinds + 1, sizeof(int64_t));
+        f->reserved_free = xcalloc((size_t) f->n_kinds + 1, sizeof(int64_t));
         f->bucket_max = xcalloc((size_t) f->n_kinds + 1, sizeof(int));
         int *ip = f->int_pool;
         bool *bp = f->bool_pool;
@@ -248,9 +308,12 @@ void fleet_deinit(Fleet *f) {
         free(f->g_touched);
         free(f->capacity);
         free(f->total_free);
+        free(f->reserved_free);
         free(f->bucket_max);
         free(f->int_pool);
         free(f->bool_pool);
+        free(f->node_type);
+        free(f->type_rep);
         free(f->nodes);
         *f = (Fleet){0};
 }
@@ -296,6 +359,7 @@ void fleet_constraint_init(const Fleet *f, const SchedJob *job, Constraint *c) {
 void fleet_constraint_deinit(Constraint *c) {
         free(c->match);
         free(c->group);
+        free(c->type_count);
         *c = (Constraint){0};
 }
 
@@ -509,12 +573,73 @@ bool fleet_plan(Fleet *f, const Demand *d, PlanMode mode) {
         return false;
 }
 
+/* Accelerator kinds a node type's key spells out; a node with more is a type of its own. */
+#define TYPE_KINDS 4
+
+static void types_init(Fleet *f) {
+        enum {
+                WIDTH = 4 + 2 * TYPE_KINDS
+        };
+        TupleMap types;
+        tuplemap_init(&types, WIDTH, 64);
+        f->node_type = xcalloc((size_t) f->n_nodes + 1, sizeof(int));
+        f->type_rep = xcalloc((size_t) f->n_nodes + 1, sizeof(int));
+        for (int n = 0; n < f->n_nodes; n++) {
+                const FleetNode *fn = &f->nodes[n];
+                int64_t key[WIDTH] = {fn->cpu_total, fn->mem_tracked ? fn->mem_total : -1,
+                                      fn->n_kinds, fn->n_kinds > TYPE_KINDS ? n + 1 : 0};
+                for (int l = 0; l < fn->n_kinds && l < TYPE_KINDS; l++) {
+                        key[4 + 2 * l] = fn->kind_id[l];
+                        key[5 + 2 * l] = fn->kind_total[l];
+                }
+                int t = tuplemap_intern(&types, key);
+                if (t == f->n_types)
+                        f->type_rep[f->n_types++] = n;
+                f->node_type[n] = t;
+        }
+        tuplemap_done(&types);
+}
+
+/*
+ * Whether d fits the empty fleet, by node type: O(types) rather than O(nodes) per job
+ * shape, so that a queue of many shapes (a user's sweep over memory sizes) does not make
+ * every pass walk the fleet once per shape.
+ */
+static bool fits_total_by_type(Fleet *f, const Demand *d, int want, int64_t need) {
+        Constraint *c = d->cons;
+        if (!f->node_type)
+                types_init(f);
+        if (!c->type_count) {
+                c->type_count = xcalloc((size_t) f->n_types + 1, sizeof(int));
+                for (int n = 0; n < f->n_nodes; n++)
+                        c->type_count[f->node_type[n]] += c->match[n];
+        }
+        int64_t sum = 0;
+        for (int t = 0; t < f->n_types && sum < need; t++) {
+                if (c->type_count[t] == 0)
+                        continue;
+                int fit = fit_of(&f->nodes[f->type_rep[t]], d, FIT_TOTAL);
+                if (fit >= want)
+                        sum += (int64_t) c->type_count[t] * (d->rpn > 0 ? 1 : fit);
+        }
+        return sum >= need;
+}
+
 bool fleet_fits(Fleet *f, const Demand *d, FitView view) {
         if (d->ranks <= 0 || d->kind >= f->n_kinds)
                 return false;
         const int *group = d->cons->group;
         int want = d->rpn > 0 ? min_int(d->rpn, d->ranks) : 1;
         int64_t need = d->rpn > 0 ? (d->ranks + d->rpn - 1) / d->rpn : d->ranks;
+        if (view == FIT_TOTAL && !group)
+                return fits_total_by_type(f, d, want, need);
+        /* Without reservations at most the free amounts and what reserved nodes had: in a
+         * full fleet most shapes are turned away here, not by a walk over the nodes. */
+        if (view == FIT_NORES &&
+            ((int64_t) d->ranks * d->cpus > f->total_free[0] + f->reserved_free[0] ||
+             (d->kind > 0 &&
+              (int64_t) d->ranks * d->apr > f->total_free[d->kind] + f->reserved_free[d->kind])))
+                return false;
         int64_t sum = 0;
         int n_touched = 0;
         if (group)
@@ -642,6 +767,7 @@ void fleet_reserve(Fleet *f, const Demand *d) {
                         for (int i = 0; i < node_slots(fn); i++) {
                                 int sl = fn->slot + i;
                                 f->total_free[f->slot_kind[sl]] -= f->slot_bucket[sl];
+                                f->reserved_free[f->slot_kind[sl]] += f->slot_bucket[sl];
                                 slot_unlink(f, sl);
                         }
                 fn->reserved = true;

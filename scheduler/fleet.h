@@ -35,6 +35,7 @@ typedef struct Constraint {
         bool *match; /* per node */
         int *group; /* per node: index of its same_label value; NULL: no same_label */
         int n_groups;
+        int *type_count; /* per node type: nodes matched; built by the first fleet_fits */
 } Constraint;
 
 /* What one job asks for, in interned form. */
@@ -45,7 +46,7 @@ typedef struct Demand {
         int64_t mem; /* per rank, MiB */
         int ranks;
         int rpn; /* ranks per node, 0: any */
-        const Constraint *cons;
+        Constraint *cons;
         int avoid; /* node index to use only as a last resort, -1: none */
 } Demand;
 
@@ -72,6 +73,7 @@ typedef struct Fleet {
         int plain_kind; /* n_kinds: pseudo kind bucketing the cpus of plain nodes only */
         int64_t *capacity; /* per kind: total over usable nodes */
         int64_t *total_free; /* per kind: positive free amounts over usable nodes */
+        int64_t *reserved_free; /* per kind: what total_free had of nodes since reserved */
         bool has_plain, has_accel;
         /* Buckets: per kind (and plain_kind), slots by free amount 0..bucket_max[kind]. */
         int *bucket_max;
@@ -85,10 +87,28 @@ typedef struct Fleet {
         int64_t *g_sum;
         int *g_head, *g_tail, *g_touched, *node_next;
         int g_cap;
+        /* Node types: nodes of one type have the same whole capacity, so whether a job
+         * fits the empty fleet is counted by type (built by the first fleet_fits). */
+        int *node_type; /* per node */
+        int *type_rep; /* per type: one of its nodes */
+        int n_types;
         /* Pools for the per-node arrays. */
         int *int_pool;
         bool *bool_pool;
 } Fleet;
+
+/* A hash map from fixed-width tuples of integers to dense ids, growing as needed. */
+typedef struct TupleMap {
+        int width;
+        size_t cap, n;
+        int64_t *keys;
+        int *ids; /* -1: empty */
+} TupleMap;
+
+void tuplemap_init(TupleMap *m, int width, size_t expect);
+void tuplemap_done(TupleMap *m);
+/* Returns the id of key (width integers), adding it as the next id when new. */
+int tuplemap_intern(TupleMap *m, const int64_t *key);
 
 /* Returns the id of kind name in map (adding it: names grows, *n counts). */
 int fleet_kind_intern(StrMap *map, char ***names, int *n, const char *name);
@@ -112,7 +132,8 @@ void fleet_constraint_deinit(Constraint *c);
  * nothing else fits, and CPU-only jobs on plain nodes before accelerator nodes.
  */
 bool fleet_plan(Fleet *f, const Demand *d, PlanMode mode);
-/* Whether d fits at all in view (any nodes, no preference): a linear count. */
+/* Whether d fits at all in view (any nodes, no preference): a count over the nodes, or
+ * for FIT_TOTAL without same_label over the node types. */
 bool fleet_fits(Fleet *f, const Demand *d, FitView view);
 /* Cheap rejection: the fleet's total free amount is below the demand. */
 bool fleet_too_small(const Fleet *f, const Demand *d);

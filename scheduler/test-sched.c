@@ -670,6 +670,32 @@ static void test_many_users_and_shapes(void) {
         sched_result_clear(&r);
 }
 
+/* Whether a waiting job could ever fit is counted over node types (nodes of equal
+ * capacity): ranks add up across types, ranks_per_node needs nodes that take that many,
+ * and a node that is not schedulable counts for nothing. */
+static void test_feasible_by_node_type(void) {
+        SchedNode nodes[] = {node("a", 0, NULL, 0, NULL), node("b", 0, NULL, 0, NULL),
+                             node("c", 0, NULL, 0, NULL), node("d", 0, NULL, 0, NULL)};
+        int totals[] = {4, 4, 8, 16};
+        for (int i = 0; i < 4; i++)
+                nodes[i].cpus_total = totals[i]; /* all busy: nothing is placed */
+        nodes[3].schedulable = false;
+        SchedJob jobs[] = {pjob(1, "p", "u", 0, 4, 4), /* 1 + 1 + 2 ranks */
+                           pjob(2, "p", "u", 0, 5, 4), /* only with the down node */
+                           pjob(3, "p", "u", 0, 2, 4), pjob(4, "p", "u", 0, 3, 4)};
+        jobs[2].ranks_per_node = 2; /* c alone */
+        jobs[3].ranks_per_node = 2; /* two nodes taking 2 ranks of 4 cpus: c only */
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 4, .jobs = jobs, .n_jobs = 4, .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        CHECK_INT(r.n_placements, 0);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
+        CHECK_INT(r.wait[1], SCHED_WAIT_CONSTRAINT);
+        CHECK_INT(r.wait[2], SCHED_WAIT_CAPACITY);
+        CHECK_INT(r.wait[3], SCHED_WAIT_CONSTRAINT);
+        sched_result_clear(&r);
+}
+
 static void test_gpu_fleet_mix(void) {
         /* CPU jobs keep off GPU nodes while CPU nodes have room. */
         make_gpus(gpus8[0], true);
@@ -704,6 +730,7 @@ int main(void) {
         test_constraints();
         test_edges();
         test_many_users_and_shapes();
+        test_feasible_by_node_type();
         test_gpu_fleet_mix();
         printf("scheduler: ok\n");
         return 0;
