@@ -209,6 +209,7 @@ void schedule_init(Scheduling *s) {
 
 void schedule_fleet_changed(Scheduling *s) {
         s->verdicts = strmap_free(s->verdicts);
+        s->feasibility = sched_feasibility_free(s->feasibility);
         if (!s->fleet)
                 return;
         snapshot_free(s->fleet);
@@ -345,11 +346,12 @@ SchedWait schedule_feasible(Controller *ctl, const JobSpec *spec) {
                 /* Any node may come back: judge against every node the fleet has. */
                 for (int i = 0; i < fleet->s.n_nodes; i++)
                         fleet->s.nodes[i].schedulable = true;
+                ctl->sched.feasibility = sched_feasibility_new(fleet->s.nodes, fleet->s.n_nodes);
         }
         SchedLabel *sel = xcalloc(json_object_size(spec->node_selector) + 1, sizeof(SchedLabel));
         SchedJob sj;
         sched_job_fill(spec, NULL, &sj, sel);
-        SchedWait w = sched_job_feasible(fleet->s.nodes, fleet->s.n_nodes, &sj);
+        SchedWait w = sched_feasibility_check(ctl->sched.feasibility, &sj);
         free(sel);
         if (strmap_size(ctl->sched.verdicts) < SCHED_VERDICTS_MAX)
                 strmap_put(ctl->sched.verdicts, shape, (void *) (intptr_t) (w + 1));

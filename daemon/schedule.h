@@ -25,6 +25,7 @@ typedef struct Scheduling {
         /* Every node's whole capacity, for the feasibility check of each submit; built
          * again after a node registers (schedule_fleet_changed). NULL: to build. */
         struct Snapshot *fleet;
+        SchedFeasibility *feasibility; /* over fleet's nodes, built with it */
         StrMap *verdicts; /* job shape -> its feasibility + 1, for the same fleet */
 } Scheduling;
 

@@ -944,33 +944,69 @@ void sched_result_clear(SchedResult *r) {
         *r = (SchedResult){0};
 }
 
-SchedWait sched_job_feasible(const SchedNode *nodes, int n_nodes, const SchedJob *job) {
+struct SchedFeasibility {
+        StrMap *kinds;
+        char **names;
+        int n_names;
+        Fleet fleet; /* empty: every device free */
+        Constraint any; /* no selector, no same_label; counts its node types once */
+};
+
+SchedFeasibility *sched_feasibility_new(const SchedNode *nodes, int n_nodes) {
+        SchedFeasibility *fz = xcalloc(1, sizeof(SchedFeasibility));
+        fz->kinds = strmap_new();
+        fleet_kind_intern(fz->kinds, &fz->names, &fz->n_names, SCHED_KIND_CPUS);
+        fleet_init(&fz->fleet, nodes, n_nodes, true, fz->kinds, &fz->names, &fz->n_names, NULL,
+                   NULL);
+        fleet_constraint_init(&fz->fleet, &(SchedJob){0}, &fz->any);
+        return fz;
+}
+
+SchedWait sched_feasibility_check(SchedFeasibility *fz, const SchedJob *job) {
         if (job->ranks <= 0)
                 return SCHED_WAIT_CONSTRAINT;
-        StrMap *kinds = strmap_new();
-        char **names = NULL;
-        int n_names = 0;
-        fleet_kind_intern(kinds, &names, &n_names, SCHED_KIND_CPUS);
-        Fleet f;
-        fleet_init(&f, nodes, n_nodes, true, kinds, &names, &n_names, NULL, NULL);
         bool accel = job->accelerator && job->accelerators_per_rank > 0;
-        Constraint c;
-        fleet_constraint_init(&f, job, &c);
-        int kind = accel ? fleet_kind_intern(kinds, &names, &n_names, job->accelerator) : 0;
+        int kind = 0;
+        if (accel) {
+                /* Looked up, not interned: unknown kind names must not grow the table. */
+                intptr_t id = (intptr_t) strmap_get(fz->kinds, job->accelerator);
+                if (id == 0)
+                        return SCHED_WAIT_CONSTRAINT;
+                kind = (int) id - 1;
+        }
+        bool plain = !job->same_label && job->n_node_selector == 0;
+        Constraint c = {0};
+        if (!plain)
+                fleet_constraint_init(&fz->fleet, job, &c);
         Demand d = {.kind = kind,
                     .apr = accel ? job->accelerators_per_rank : 0,
                     .cpus = job->cpus > 0 ? job->cpus : 0,
                     .mem = job->memory_mb > 0 ? job->memory_mb : 0,
                     .ranks = job->ranks,
                     .rpn = job->ranks_per_node > 0 ? job->ranks_per_node : 0,
-                    .cons = &c,
+                    .cons = plain ? &fz->any : &c,
                     .avoid = -1};
-        bool ok = fleet_fits(&f, &d, FIT_TOTAL);
+        bool ok = fleet_fits(&fz->fleet, &d, FIT_TOTAL);
         fleet_constraint_deinit(&c);
-        fleet_deinit(&f);
-        strmap_free(kinds);
-        for (int k = 0; k < n_names; k++)
-                free(names[k]);
-        free(names);
         return ok ? SCHED_WAIT_NONE : SCHED_WAIT_CONSTRAINT;
+}
+
+SchedFeasibility *sched_feasibility_free(SchedFeasibility *fz) {
+        if (!fz)
+                return NULL;
+        fleet_constraint_deinit(&fz->any);
+        fleet_deinit(&fz->fleet);
+        strmap_free(fz->kinds);
+        for (int k = 0; k < fz->n_names; k++)
+                free(fz->names[k]);
+        free(fz->names);
+        free(fz);
+        return NULL;
+}
+
+SchedWait sched_job_feasible(const SchedNode *nodes, int n_nodes, const SchedJob *job) {
+        SchedFeasibility *fz = sched_feasibility_new(nodes, n_nodes);
+        SchedWait w = sched_feasibility_check(fz, job);
+        sched_feasibility_free(fz);
+        return w;
 }

@@ -158,6 +158,14 @@ void sched_result_clear(SchedResult *result);
  * capacity). Returns SCHED_WAIT_NONE or SCHED_WAIT_CONSTRAINT.
  */
 SchedWait sched_job_feasible(const SchedNode *nodes, int n_nodes, const SchedJob *job);
+/*
+ * The same for many jobs on one set of nodes: built once (a walk over the nodes), each
+ * check then costs the job's constraints only, not the fleet. The nodes must outlive it.
+ */
+typedef struct SchedFeasibility SchedFeasibility;
+SchedFeasibility *sched_feasibility_new(const SchedNode *nodes, int n_nodes);
+SchedWait sched_feasibility_check(SchedFeasibility *fz, const SchedJob *job);
+SchedFeasibility *sched_feasibility_free(SchedFeasibility *fz);
 
 const char *sched_wait_to_string(SchedWait w);
 

@@ -144,6 +144,21 @@ static void test_same_label(void) {
         CHECK_INT(r.n_placements, 0);
         sched_result_clear(&r);
         CHECK_INT(sched_job_feasible(nodes, 3, &jobs[0]), SCHED_WAIT_CONSTRAINT);
+
+        /* One feasibility judge for many submits gives each the answer of its own. */
+        SchedFeasibility *fz = sched_feasibility_new(nodes, 3);
+        SchedJob plain = job(2, 6, 0, 0), big = job(3, 7, 0, 0), gpu = job(4, 1, 0, 1);
+        for (int round = 0; round < 2; round++) { /* the second from what the first kept */
+                CHECK_INT(sched_feasibility_check(fz, &plain), SCHED_WAIT_NONE);
+                CHECK_INT(sched_feasibility_check(fz, &big), SCHED_WAIT_CONSTRAINT);
+                CHECK_INT(sched_feasibility_check(fz, &gpu), SCHED_WAIT_CONSTRAINT); /* no kind */
+                CHECK_INT(sched_feasibility_check(fz, &jobs[0]), SCHED_WAIT_CONSTRAINT);
+        }
+        jobs[0].n_node_selector = 0;
+        CHECK_INT(sched_feasibility_check(fz, &jobs[0]), SCHED_WAIT_NONE); /* rack b: 4 */
+        jobs[0].ranks = 5;
+        CHECK_INT(sched_feasibility_check(fz, &jobs[0]), SCHED_WAIT_CONSTRAINT);
+        sched_feasibility_free(fz);
 }
 
 /* ---- Policy ---- */
