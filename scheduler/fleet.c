@@ -314,6 +314,10 @@ void fleet_deinit(Fleet *f) {
         free(f->bool_pool);
         free(f->node_type);
         free(f->type_rep);
+        strmap_free(f->label_map);
+        for (int i = 0; i < f->n_label_nodes; i++)
+                free(f->label_nodes[i].nodes);
+        free(f->label_nodes);
         free(f->nodes);
         *f = (Fleet){0};
 }
@@ -325,14 +329,80 @@ static const char *label_get(const SchedNode *n, const char *key) {
         return NULL;
 }
 
-void fleet_constraint_init(const Fleet *f, const SchedJob *job, Constraint *c) {
-        *c = (Constraint){.match = xcalloc((size_t) f->n_nodes + 1, sizeof(bool))};
+static char *label_key(const char *key, const char *value) {
+        return xasprintf("%s\x1f%s", key, value);
+}
+
+/* Every node under each of its labels, in node order. */
+static void labels_index(Fleet *f) {
+        f->label_map = strmap_new();
+        int cap = 0;
+        for (int i = 0; i < f->n_nodes; i++) {
+                const SchedNode *n = f->nodes[i].node;
+                for (int l = 0; l < n->n_labels; l++) {
+                        _cleanup_free_ char *key = label_key(n->labels[l].key, n->labels[l].value);
+                        intptr_t id = (intptr_t) strmap_get(f->label_map, key);
+                        if (id == 0) {
+                                GROW(f->label_nodes, f->n_label_nodes, cap);
+                                f->label_nodes[f->n_label_nodes++] = (LabelNodes){0};
+                                id = f->n_label_nodes;
+                                strmap_put(f->label_map, key, (void *) id);
+                        }
+                        LabelNodes *ln = &f->label_nodes[id - 1];
+                        if (ln->n > 0 && ln->nodes[ln->n - 1] == i)
+                                continue; /* the same label twice on one node */
+                        ln->nodes = xrealloc(ln->nodes, (size_t) (ln->n + 1) * sizeof(int));
+                        ln->nodes[ln->n++] = i;
+                }
+        }
+}
+
+/* The nodes carrying the rarest of the job's selector labels (NULL, 0: some label is on
+ * no node); with no selector every node, as *all. */
+static const int *selector_candidates(Fleet *f, const SchedJob *job, int *all, int *ret_n) {
+        if (job->n_node_selector == 0) {
+                for (int i = 0; i < f->n_nodes; i++)
+                        all[i] = i;
+                *ret_n = f->n_nodes;
+                return all;
+        }
+        if (!f->label_map)
+                labels_index(f);
+        const LabelNodes *best = NULL;
+        for (int s = 0; s < job->n_node_selector; s++) {
+                _cleanup_free_ char *key =
+                        label_key(job->node_selector[s].key, job->node_selector[s].value);
+                intptr_t id = (intptr_t) strmap_get(f->label_map, key);
+                if (id == 0) {
+                        *ret_n = 0;
+                        return NULL;
+                }
+                if (!best || f->label_nodes[id - 1].n < best->n)
+                        best = &f->label_nodes[id - 1];
+        }
+        *ret_n = best->n;
+        return best->nodes;
+}
+
+/*
+ * Only the nodes a selector names are looked at, and only they are listed: a queue of
+ * many distinct selectors (one per node label, or a hostile user's) costs what they
+ * match, not the fleet each. The bitmap is an eighth of a byte per node.
+ */
+void fleet_constraint_init(Fleet *f, const SchedJob *job, Constraint *c) {
+        *c = (Constraint){.match = xcalloc((size_t) f->n_nodes / 64 + 1, sizeof(uint64_t))};
+        int *all =
+                job->n_node_selector == 0 ? xmalloc(((size_t) f->n_nodes + 1) * sizeof(int)) : NULL;
+        int n_cand = 0;
+        const int *cand = selector_candidates(f, job, all, &n_cand);
+        c->nodes = xmalloc(((size_t) n_cand + 1) * sizeof(int));
         StrMap *values = NULL;
         if (job->same_label) {
                 c->group = xcalloc((size_t) f->n_nodes + 1, sizeof(int));
                 values = strmap_new();
         }
-        for (int i = 0; i < f->n_nodes; i++) {
+        for (int k = 0; k < n_cand; k++) {
+                int i = cand[k];
                 const SchedNode *n = f->nodes[i].node;
                 bool ok = f->nodes[i].usable;
                 for (int s = 0; ok && s < job->n_node_selector; s++) {
@@ -351,13 +421,18 @@ void fleet_constraint_init(const Fleet *f, const SchedJob *job, Constraint *c) {
                                 c->group[i] = (int) (intptr_t) g - 1;
                         }
                 }
-                c->match[i] = ok;
+                if (!ok)
+                        continue;
+                c->match[i >> 6] |= UINT64_C(1) << (i & 63);
+                c->nodes[c->n_allowed++] = i;
         }
+        free(all);
         strmap_free(values);
 }
 
 void fleet_constraint_deinit(Constraint *c) {
         free(c->match);
+        free(c->nodes);
         free(c->group);
         free(c->type_count);
         *c = (Constraint){0};
@@ -454,7 +529,7 @@ static void groups_reset(Fleet *f, int n_touched) {
 
 /* Reserved nodes are out of the buckets: plans never see them. */
 static bool candidate(const Fleet *f, const Demand *d, int n, bool skip_avoid, bool plain_only) {
-        return d->cons->match[n] && !(skip_avoid && n == d->avoid) &&
+        return constraint_allows(d->cons, n) && !(skip_avoid && n == d->avoid) &&
                !(plain_only && !f->nodes[n].plain);
 }
 
@@ -611,8 +686,8 @@ static bool fits_total_by_type(Fleet *f, const Demand *d, int want, int64_t need
                 types_init(f);
         if (!c->type_count) {
                 c->type_count = xcalloc((size_t) f->n_types + 1, sizeof(int));
-                for (int n = 0; n < f->n_nodes; n++)
-                        c->type_count[f->node_type[n]] += c->match[n];
+                for (int i = 0; i < c->n_allowed; i++)
+                        c->type_count[f->node_type[c->nodes[i]]]++;
         }
         int64_t sum = 0;
         for (int t = 0; t < f->n_types && sum < need; t++) {
@@ -644,9 +719,8 @@ bool fleet_fits(Fleet *f, const Demand *d, FitView view) {
         int n_touched = 0;
         if (group)
                 groups_reserve(f, d->cons->n_groups);
-        for (int n = 0; n < f->n_nodes; n++) {
-                if (!d->cons->match[n])
-                        continue;
+        for (int i = 0; i < d->cons->n_allowed; i++) {
+                int n = d->cons->nodes[i];
                 int fit = fit_of(&f->nodes[n], d, view);
                 if (fit < want)
                         continue;
@@ -776,7 +850,7 @@ void fleet_reserve(Fleet *f, const Demand *d) {
 
 bool fleet_node_fits(const Fleet *f, int n, const Demand *d) {
         const FleetNode *fn = &f->nodes[n];
-        return fn->usable && !fn->reserved && d->cons->match[n] &&
+        return fn->usable && !fn->reserved && constraint_allows(d->cons, n) &&
                fit_of(fn, d, FIT_FREE) >= d->ranks;
 }
 
@@ -807,7 +881,7 @@ int64_t fleet_held_on(const Fleet *f, const SchedRunning *r, int kind, const Con
         int64_t held = 0;
         for (int i = 0; i < r->n_ranks; i++) {
                 int n = r->rank_node ? r->rank_node[i] : -1;
-                if (n < 0 || n >= f->n_nodes || !c->match[n])
+                if (n < 0 || n >= f->n_nodes || !constraint_allows(c, n))
                         continue;
                 held += kind == 0 ? r->cpus : r->accelerators_per_rank;
         }

@@ -32,11 +32,17 @@ typedef enum PlanMode {
 
 /* Nodes a job's constraints allow: schedulable, selector matched, same_label present. */
 typedef struct Constraint {
-        bool *match; /* per node */
+        uint64_t *match; /* a bit per node; see constraint_allows */
+        int *nodes; /* the nodes allowed, ascending */
+        int n_allowed;
         int *group; /* per node: index of its same_label value; NULL: no same_label */
         int n_groups;
         int *type_count; /* per node type: nodes matched; built by the first fleet_fits */
 } Constraint;
+
+static inline bool constraint_allows(const Constraint *c, int n) {
+        return (c->match[n >> 6] >> (n & 63)) & 1;
+}
 
 /* What one job asks for, in interned form. */
 typedef struct Demand {
@@ -66,6 +72,12 @@ typedef struct FleetNode {
         bool *dev_free; /* per device */
 } FleetNode;
 
+/* The nodes carrying one label, ascending. */
+typedef struct LabelNodes {
+        int *nodes;
+        int n;
+} LabelNodes;
+
 typedef struct Fleet {
         FleetNode *nodes;
         int n_nodes;
@@ -92,6 +104,11 @@ typedef struct Fleet {
         int *node_type; /* per node */
         int *type_rep; /* per type: one of its nodes */
         int n_types;
+        /* Nodes by label ("key\x1fvalue" -> index + 1 into label_nodes), built by the first
+         * constraint with a selector, so that a constraint costs the nodes it names. */
+        StrMap *label_map;
+        LabelNodes *label_nodes;
+        int n_label_nodes;
         /* Pools for the per-node arrays. */
         int *int_pool;
         bool *bool_pool;
@@ -124,7 +141,7 @@ void fleet_init(Fleet *f, const SchedNode *nodes, int n_nodes, bool empty, StrMa
 void fleet_deinit(Fleet *f);
 
 /* Fills c from a job's selector and same_label; free with fleet_constraint_deinit. */
-void fleet_constraint_init(const Fleet *f, const SchedJob *job, Constraint *c);
+void fleet_constraint_init(Fleet *f, const SchedJob *job, Constraint *c);
 void fleet_constraint_deinit(Constraint *c);
 
 /*

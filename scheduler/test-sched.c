@@ -632,6 +632,33 @@ static void test_constraints(void) {
         sched_result_clear(&r);
 }
 
+/* A selector looks at the nodes under its rarest label and checks the rest of it there:
+ * every pair must match, on a schedulable node. */
+static void test_selector_pairs(void) {
+        SchedLabel l1[] = {{"rack", "a"}, {"gen", "5"}}, l2[] = {{"rack", "a"}, {"gen", "4"}},
+                   l3[] = {{"rack", "b"}, {"gen", "5"}}, l4[] = {{"rack", "a"}, {"gen", "5"}};
+        SchedNode nodes[] = {node("n1", 4, NULL, 0, l1), node("n2", 4, NULL, 0, l2),
+                             node("n3", 4, NULL, 0, l3), node("n4", 4, NULL, 0, l4)};
+        for (int i = 0; i < 4; i++)
+                nodes[i].n_labels = 2;
+        nodes[0].schedulable = false;
+        SchedLabel a5[] = {{"gen", "5"}, {"rack", "a"}}, b4[] = {{"rack", "b"}, {"gen", "4"}};
+        SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 4), pjob(2, "p", "u", 0, 2, 4),
+                           pjob(3, "p", "u", 0, 1, 1)};
+        jobs[0].node_selector = jobs[1].node_selector = a5;
+        jobs[0].n_node_selector = jobs[1].n_node_selector = 2;
+        jobs[2].node_selector = b4;
+        jobs[2].n_node_selector = 2;
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 4, .jobs = jobs, .n_jobs = 3, .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        check_placed(&r, (int64_t[]){1}, 1);
+        CHECK_INT(r.placements[0].rank_node[0], 3); /* n1 matches too, but is not schedulable */
+        CHECK_INT(r.wait[1], SCHED_WAIT_CONSTRAINT); /* two ranks of 4 cpus: n4 alone */
+        CHECK_INT(r.wait[2], SCHED_WAIT_CONSTRAINT); /* rack b has no gen 4 */
+        sched_result_clear(&r);
+}
+
 static void test_edges(void) {
         /* No nodes: nothing can ever fit. */
         SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 1), pjob(2, "p", "u", 0, 0, 1)};
@@ -743,6 +770,7 @@ int main(void) {
         test_backfill_and_reservation();
         test_starvation();
         test_constraints();
+        test_selector_pairs();
         test_edges();
         test_many_users_and_shapes();
         test_feasible_by_node_type();
