@@ -777,6 +777,24 @@ static void test_restart_keeps_nodes(void) {
         CHECK(n1->version == jumped + 1);
         CHECK(ctl_end_turn(ctl) == 0);
         ctl_free(ctl);
+        /* Killed between a leap and its commit: the leap is gone with the turn, and no
+         * agent saw it (answers follow commits), so the agent at the stored version is
+         * told nothing changed; a later change before it syncs leaps again (maybe to the
+         * number lost, which names nothing any agent holds). */
+        ctl = controller("resume");
+        n1 = ctl_node_find(ctl, "n1");
+        tr_node_bump(&ctl->turn, n1);
+        CHECK(n1->version >= jumped + 1 + NODE_VERSION_LEAP);
+        ctl_free(ctl); /* no commit */
+        ctl = controller("resume");
+        n1 = ctl_node_find(ctl, "n1");
+        CHECK(n1->version == jumped + 1);
+        CHECK(ctl_node_sync(ctl, &same, jumped + 1, &ret, &err) == 1);
+        CHECK(n1->version == jumped + 1 && !n1->changed); /* nothing to send it */
+        tr_node_bump(&ctl->turn, n1); /* synced: by one */
+        CHECK(n1->version == jumped + 2);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
         /* A stored inventory that does not parse counts as none. */
         char path[256];
         snprintf(path, sizeof(path), "%s/resume.db", tmpdir);
