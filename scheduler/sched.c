@@ -614,19 +614,30 @@ static int project_intern(Pass *P, const char *name) {
         return id;
 }
 
+/* Appends s with its length first: keys and values may hold any character ('=' too), and
+ * two different selectors must never name one constraint. */
+static char *key_part(char *w, const char *s) {
+        return w + sprintf(w, "%zu:%s", strlen(s), s);
+}
+
 /* Interns a job's constraints; 0 is "none" (any schedulable node). */
 static int cons_intern(Pass *P, StrMap *map, const SchedJob *job) {
         if (!job->same_label && job->n_node_selector == 0)
                 return 0;
-        size_t len = 2 + (job->same_label ? strlen(job->same_label) : 0);
+        size_t len = 24 + (job->same_label ? strlen(job->same_label) : 0);
         for (int i = 0; i < job->n_node_selector; i++)
-                len += strlen(job->node_selector[i].key) + strlen(job->node_selector[i].value) + 2;
+                len += strlen(job->node_selector[i].key) + strlen(job->node_selector[i].value) + 44;
         _cleanup_free_ char *key = xmalloc(len + 1);
         char *w = key;
-        w += sprintf(w, "%s\x1f", job->same_label ? job->same_label : "");
-        for (int i = 0; i < job->n_node_selector; i++)
-                w += sprintf(w, "%s=%s\x1f", job->node_selector[i].key,
-                             job->node_selector[i].value);
+        if (job->same_label)
+                w = key_part(w, job->same_label);
+        else
+                *w++ = '-';
+        for (int i = 0; i < job->n_node_selector; i++) {
+                w = key_part(w, job->node_selector[i].key);
+                w = key_part(w, job->node_selector[i].value);
+        }
+        *w = '\0';
         int n = P->n_cons;
         int id = name_intern(map, &P->n_cons, key);
         if (P->n_cons > n) {

@@ -659,6 +659,45 @@ static void test_selector_pairs(void) {
         sched_result_clear(&r);
 }
 
+/* Selectors are told apart whatever their keys and values hold: {"a=b": "c"} and
+ * {"a": "b=c"} are two constraints (they were one, and the second job went where the
+ * first one's selector pointed). Bitmaps past 64 nodes: nodes 63, 64 and 128 match. */
+static void test_selector_identity(void) {
+        static SchedNode many[130];
+        static char names[130][8];
+        SchedLabel ab_c[] = {{"a=b", "c"}}, a_bc[] = {{"a", "b=c"}}, mark[] = {{"m", "1"}};
+        for (int i = 0; i < 130; i++) {
+                snprintf(names[i], sizeof(names[i]), "n%d", i);
+                many[i] = node(names[i], 1, NULL, 0, NULL);
+        }
+        many[0].labels = ab_c;
+        many[1].labels = a_bc;
+        many[0].n_labels = many[1].n_labels = 1;
+        for (int i = 63; i <= 128; i += i == 64 ? 64 : 1) {
+                many[i].labels = mark;
+                many[i].n_labels = 1;
+        }
+        SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 1), pjob(2, "p", "u", 0, 1, 1),
+                           pjob(3, "p", "u", 0, 3, 1), pjob(4, "p", "u", 0, 1, 1)};
+        jobs[0].node_selector = ab_c;
+        jobs[1].node_selector = a_bc;
+        jobs[2].node_selector = jobs[3].node_selector = mark;
+        for (int j = 0; j < 4; j++)
+                jobs[j].n_node_selector = 1;
+        SchedSnapshot s = {.nodes = many, .n_nodes = 130, .jobs = jobs, .n_jobs = 4, .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        check_placed(&r, (int64_t[]){1, 2, 3}, 3);
+        CHECK_INT(r.placements[0].rank_node[0], 0);
+        CHECK_INT(r.placements[1].rank_node[0], 1);
+        bool on[130] = {false};
+        for (int k = 0; k < 3; k++)
+                on[r.placements[2].rank_node[k]] = true;
+        CHECK(on[63] && on[64] && on[128]);
+        CHECK_INT(r.wait[3], SCHED_WAIT_CAPACITY); /* the marked nodes are full */
+        sched_result_clear(&r);
+}
+
 static void test_edges(void) {
         /* No nodes: nothing can ever fit. */
         SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 1), pjob(2, "p", "u", 0, 0, 1)};
@@ -771,6 +810,7 @@ int main(void) {
         test_starvation();
         test_constraints();
         test_selector_pairs();
+        test_selector_identity();
         test_edges();
         test_many_users_and_shapes();
         test_feasible_by_node_type();
