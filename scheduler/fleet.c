@@ -16,65 +16,6 @@
 
 #include "util.h"
 
-void tuplemap_init(TupleMap *m, int width, size_t expect) {
-        size_t cap = 16;
-        while (cap < expect * 2)
-                cap *= 2;
-        *m = (TupleMap){.width = width, .cap = cap};
-        m->keys = xcalloc(cap * (size_t) width, sizeof(int64_t));
-        m->ids = xmalloc(cap * sizeof(int));
-        memset(m->ids, 0xff, cap * sizeof(int));
-}
-
-void tuplemap_done(TupleMap *m) {
-        free(m->keys);
-        free(m->ids);
-}
-
-static size_t tuplemap_slot(const TupleMap *m, const int64_t *key) {
-        uint64_t h = 1469598103934665603ULL;
-        for (int i = 0; i < m->width; i++)
-                h = (h ^ (uint64_t) key[i]) * 1099511628211ULL;
-        size_t mask = m->cap - 1;
-        for (size_t i = (size_t) (h ^ (h >> 29)) & mask;; i = (i + 1) & mask)
-                if (m->ids[i] < 0 || memcmp(m->keys + i * (size_t) m->width, key,
-                                            (size_t) m->width * sizeof(int64_t)) == 0)
-                        return i;
-}
-
-/* Doubles the table: the expected size is a guess, and a full table has no empty slot to
- * end a probe (many users' or shapes' jobs in one pass would never return). */
-static void tuplemap_grow(TupleMap *m) {
-        TupleMap old = *m;
-        m->cap *= 2;
-        m->keys = xcalloc(m->cap * (size_t) m->width, sizeof(int64_t));
-        m->ids = xmalloc(m->cap * sizeof(int));
-        memset(m->ids, 0xff, m->cap * sizeof(int));
-        for (size_t i = 0; i < old.cap; i++) {
-                if (old.ids[i] < 0)
-                        continue;
-                const int64_t *key = old.keys + i * (size_t) old.width;
-                size_t j = tuplemap_slot(m, key);
-                memcpy(m->keys + j * (size_t) m->width, key, (size_t) m->width * sizeof(int64_t));
-                m->ids[j] = old.ids[i];
-        }
-        tuplemap_done(&old);
-}
-
-/* Returns the id of key, adding it as the next id when new. */
-int tuplemap_intern(TupleMap *m, const int64_t *key) {
-        size_t i = tuplemap_slot(m, key);
-        if (m->ids[i] >= 0)
-                return m->ids[i];
-        if (2 * (m->n + 1) > m->cap) {
-                tuplemap_grow(m);
-                i = tuplemap_slot(m, key);
-        }
-        memcpy(m->keys + i * (size_t) m->width, key, (size_t) m->width * sizeof(int64_t));
-        m->ids[i] = (int) m->n++;
-        return m->ids[i];
-}
-
 int fleet_kind_intern(StrMap *map, char ***names, int *n, const char *name) {
         void *v = strmap_get(map, name);
         if (v)
@@ -234,6 +175,9 @@ void fleet_init(Fleet *f, const SchedNode *nodes, int n_nodes, bool empty, StrMa
                 }
                 if (!fn->usable)
                         continue;
+                int64_t mem = fn->mem_tracked ? fn->mem_free : INT64_MAX;
+                if (mem > f->mem_free_max)
+                        f->mem_free_max = mem;
                 f->has_plain |= fn->plain;
                 f->has_accel |= !fn->plain;
                 f->capacity[0] += fn->cpu_total;
@@ -351,21 +295,18 @@ static void labels_index(Fleet *f) {
                         LabelNodes *ln = &f->label_nodes[id - 1];
                         if (ln->n > 0 && ln->nodes[ln->n - 1] == i)
                                 continue; /* the same label twice on one node */
-                        ln->nodes = xrealloc(ln->nodes, (size_t) (ln->n + 1) * sizeof(int));
+                        GROW(ln->nodes, ln->n, ln->cap);
                         ln->nodes[ln->n++] = i;
                 }
         }
 }
 
-/* The nodes carrying the rarest of the job's selector labels (NULL, 0: some label is on
- * no node); with no selector every node, as *all. */
-static const int *selector_candidates(Fleet *f, const SchedJob *job, int *all, int *ret_n) {
-        if (job->n_node_selector == 0) {
-                for (int i = 0; i < f->n_nodes; i++)
-                        all[i] = i;
-                *ret_n = f->n_nodes;
-                return all;
-        }
+/* The nodes carrying the rarest of the job's selector labels, or with no selector every
+ * node (NULL with *ret_n the fleet's size); NULL with 0 when some label is on no node. */
+static const int *selector_candidates(Fleet *f, const SchedJob *job, int *ret_n) {
+        *ret_n = job->n_node_selector == 0 ? f->n_nodes : 0;
+        if (job->n_node_selector == 0)
+                return NULL;
         if (!f->label_map)
                 labels_index(f);
         const LabelNodes *best = NULL;
@@ -373,10 +314,8 @@ static const int *selector_candidates(Fleet *f, const SchedJob *job, int *all, i
                 _cleanup_free_ char *key =
                         label_key(job->node_selector[s].key, job->node_selector[s].value);
                 intptr_t id = (intptr_t) strmap_get(f->label_map, key);
-                if (id == 0) {
-                        *ret_n = 0;
+                if (id == 0)
                         return NULL;
-                }
                 if (!best || f->label_nodes[id - 1].n < best->n)
                         best = &f->label_nodes[id - 1];
         }
@@ -391,18 +330,16 @@ static const int *selector_candidates(Fleet *f, const SchedJob *job, int *all, i
  */
 void fleet_constraint_init(Fleet *f, const SchedJob *job, Constraint *c) {
         *c = (Constraint){.match = xcalloc((size_t) f->n_nodes / 64 + 1, sizeof(uint64_t))};
-        int *all =
-                job->n_node_selector == 0 ? xmalloc(((size_t) f->n_nodes + 1) * sizeof(int)) : NULL;
-        int n_cand = 0;
-        const int *cand = selector_candidates(f, job, all, &n_cand);
+        int n_cand;
+        const int *cand = selector_candidates(f, job, &n_cand);
         c->nodes = xmalloc(((size_t) n_cand + 1) * sizeof(int));
         StrMap *values = NULL;
         if (job->same_label) {
-                c->group = xcalloc((size_t) f->n_nodes + 1, sizeof(int));
+                c->group = xmalloc(((size_t) n_cand + 1) * sizeof(int));
                 values = strmap_new();
         }
         for (int k = 0; k < n_cand; k++) {
-                int i = cand[k];
+                int i = cand ? cand[k] : k;
                 const SchedNode *n = f->nodes[i].node;
                 bool ok = f->nodes[i].usable;
                 for (int s = 0; ok && s < job->n_node_selector; s++) {
@@ -418,7 +355,7 @@ void fleet_constraint_init(Fleet *f, const SchedJob *job, Constraint *c) {
                                         g = (void *) (intptr_t) ++c->n_groups;
                                         strmap_put(values, v, g);
                                 }
-                                c->group[i] = (int) (intptr_t) g - 1;
+                                c->group[c->n_allowed] = (int) (intptr_t) g - 1;
                         }
                 }
                 if (!ok)
@@ -426,7 +363,6 @@ void fleet_constraint_init(Fleet *f, const SchedJob *job, Constraint *c) {
                 c->match[i >> 6] |= UINT64_C(1) << (i & 63);
                 c->nodes[c->n_allowed++] = i;
         }
-        free(all);
         strmap_free(values);
 }
 
@@ -567,9 +503,10 @@ static bool plan_once(Fleet *f, const Demand *d, PlanMode mode, bool skip_avoid,
                                         return true;
                                 continue;
                         }
-                        if (group_add(f, &n_touched, group[n], n, 1) < need)
+                        int g = constraint_group(d->cons, n);
+                        if (group_add(f, &n_touched, g, n, 1) < need)
                                 continue;
-                        for (int m = f->g_head[group[n]], placed = 0; m >= 0; m = f->node_next[m]) {
+                        for (int m = f->g_head[g], placed = 0; m >= 0; m = f->node_next[m]) {
                                 f->plan_node[f->n_plan] = m;
                                 f->plan_count[f->n_plan++] = min_int(d->rpn, R - placed);
                                 placed += d->rpn;
@@ -619,9 +556,10 @@ static bool plan_once(Fleet *f, const Demand *d, PlanMode mode, bool skip_avoid,
                                 return true;
                         continue;
                 }
-                if (group_add(f, &n_touched, group[n], n, fit) < R)
+                int g = constraint_group(d->cons, n);
+                if (group_add(f, &n_touched, g, n, fit) < R)
                         continue;
-                for (int m = f->g_head[group[n]]; m >= 0 && placed < R; m = f->node_next[m]) {
+                for (int m = f->g_head[g]; m >= 0 && placed < R; m = f->node_next[m]) {
                         int take = min_int(fit_of(&f->nodes[m], d, view), R - placed);
                         f->plan_node[f->n_plan] = m;
                         f->plan_count[f->n_plan++] = take;
@@ -700,6 +638,21 @@ static bool fits_total_by_type(Fleet *f, const Demand *d, int want, int64_t need
         return sum >= need;
 }
 
+/*
+ * Whether d asks for more than the free amounts (plus extra per kind, may be NULL), or a
+ * rank for more memory than any usable node had free when the pass began (free memory
+ * only shrinks during a pass; memory is not bucketed, so a sweep over memory sizes would
+ * otherwise make each size walk the nodes).
+ */
+static bool over_free(const Fleet *f, const Demand *d, const int64_t *extra) {
+        if ((int64_t) d->ranks * d->cpus > f->total_free[0] + (extra ? extra[0] : 0))
+                return true;
+        if (d->mem > f->mem_free_max)
+                return true;
+        return d->kind > 0 &&
+               (int64_t) d->ranks * d->apr > f->total_free[d->kind] + (extra ? extra[d->kind] : 0);
+}
+
 bool fleet_fits(Fleet *f, const Demand *d, FitView view) {
         if (d->ranks <= 0 || d->kind >= f->n_kinds)
                 return false;
@@ -710,10 +663,7 @@ bool fleet_fits(Fleet *f, const Demand *d, FitView view) {
                 return fits_total_by_type(f, d, want, need);
         /* Without reservations at most the free amounts and what reserved nodes had: in a
          * full fleet most shapes are turned away here, not by a walk over the nodes. */
-        if (view == FIT_NORES &&
-            ((int64_t) d->ranks * d->cpus > f->total_free[0] + f->reserved_free[0] ||
-             (d->kind > 0 &&
-              (int64_t) d->ranks * d->apr > f->total_free[d->kind] + f->reserved_free[d->kind])))
+        if (view == FIT_NORES && over_free(f, d, f->reserved_free))
                 return false;
         int64_t sum = 0;
         int n_touched = 0;
@@ -725,7 +675,7 @@ bool fleet_fits(Fleet *f, const Demand *d, FitView view) {
                 if (fit < want)
                         continue;
                 int64_t v = d->rpn > 0 ? 1 : fit;
-                int64_t s = group ? group_add(f, &n_touched, group[n], n, v) : (sum += v);
+                int64_t s = group ? group_add(f, &n_touched, group[i], n, v) : (sum += v);
                 if (s >= need) {
                         groups_reset(f, n_touched);
                         return true;
@@ -736,11 +686,7 @@ bool fleet_fits(Fleet *f, const Demand *d, FitView view) {
 }
 
 bool fleet_too_small(const Fleet *f, const Demand *d) {
-        if (d->kind >= f->n_kinds)
-                return true;
-        if ((int64_t) d->ranks * d->cpus > f->total_free[0])
-                return true;
-        return d->kind > 0 && (int64_t) d->ranks * d->apr > f->total_free[d->kind];
+        return d->kind >= f->n_kinds || over_free(f, d, NULL);
 }
 
 /*

@@ -16,6 +16,7 @@
 
 #include "scheduler.h"
 #include "strmap.h"
+#include "tuplemap.h"
 
 /* Which capacity a fit is measured against. */
 typedef enum FitView {
@@ -35,13 +36,28 @@ typedef struct Constraint {
         uint64_t *match; /* a bit per node; see constraint_allows */
         int *nodes; /* the nodes allowed, ascending */
         int n_allowed;
-        int *group; /* per node: index of its same_label value; NULL: no same_label */
+        int *group; /* parallel to nodes: index of its same_label value; NULL: none */
         int n_groups;
-        int *type_count; /* per node type: nodes matched; built by the first fleet_fits */
+        int *type_count; /* per node type: nodes allowed; built by the first count of
+                            FIT_TOTAL without same_label */
 } Constraint;
 
 static inline bool constraint_allows(const Constraint *c, int n) {
         return (c->match[n >> 6] >> (n & 63)) & 1;
+}
+
+/* The same_label group of node n, which c allows (a search in c->nodes: a constraint
+ * keeps nothing per node of the fleet but its bit). */
+static inline int constraint_group(const Constraint *c, int n) {
+        int lo = 0, hi = c->n_allowed - 1;
+        while (lo < hi) {
+                int mid = lo + (hi - lo) / 2;
+                if (c->nodes[mid] < n)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return c->group[lo];
 }
 
 /* What one job asks for, in interned form. */
@@ -75,7 +91,7 @@ typedef struct FleetNode {
 /* The nodes carrying one label, ascending. */
 typedef struct LabelNodes {
         int *nodes;
-        int n;
+        int n, cap;
 } LabelNodes;
 
 typedef struct Fleet {
@@ -86,6 +102,7 @@ typedef struct Fleet {
         int64_t *capacity; /* per kind: total over usable nodes */
         int64_t *total_free; /* per kind: positive free amounts over usable nodes */
         int64_t *reserved_free; /* per kind: what total_free had of nodes since reserved */
+        int64_t mem_free_max; /* most free memory of a usable node at the start, MiB */
         bool has_plain, has_accel;
         /* Buckets: per kind (and plain_kind), slots by free amount 0..bucket_max[kind]. */
         int *bucket_max;
@@ -100,7 +117,7 @@ typedef struct Fleet {
         int *g_head, *g_tail, *g_touched, *node_next;
         int g_cap;
         /* Node types: nodes of one type have the same whole capacity, so whether a job
-         * fits the empty fleet is counted by type (built by the first fleet_fits). */
+         * fits the empty fleet is counted by type (built by the first such count). */
         int *node_type; /* per node */
         int *type_rep; /* per type: one of its nodes */
         int n_types;
@@ -113,19 +130,6 @@ typedef struct Fleet {
         int *int_pool;
         bool *bool_pool;
 } Fleet;
-
-/* A hash map from fixed-width tuples of integers to dense ids, growing as needed. */
-typedef struct TupleMap {
-        int width;
-        size_t cap, n;
-        int64_t *keys;
-        int *ids; /* -1: empty */
-} TupleMap;
-
-void tuplemap_init(TupleMap *m, int width, size_t expect);
-void tuplemap_done(TupleMap *m);
-/* Returns the id of key (width integers), adding it as the next id when new. */
-int tuplemap_intern(TupleMap *m, const int64_t *key);
 
 /* Returns the id of kind name in map (adding it: names grows, *n counts). */
 int fleet_kind_intern(StrMap *map, char ***names, int *n, const char *name);
@@ -152,7 +156,8 @@ bool fleet_plan(Fleet *f, const Demand *d, PlanMode mode);
 /* Whether d fits at all in view (any nodes, no preference): a count over the nodes, or
  * for FIT_TOTAL without same_label over the node types. */
 bool fleet_fits(Fleet *f, const Demand *d, FitView view);
-/* Cheap rejection: the fleet's total free amount is below the demand. */
+/* Cheap rejection: the fleet's total free amount is below the demand, or no node has the
+ * memory of one rank free. */
 bool fleet_too_small(const Fleet *f, const Demand *d);
 
 /* Takes the last plan: chooses devices by locality; fills rank_node and rank_devices. */

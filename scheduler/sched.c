@@ -1014,10 +1014,3 @@ SchedFeasibility *sched_feasibility_free(SchedFeasibility *fz) {
         free(fz);
         return NULL;
 }
-
-SchedWait sched_job_feasible(const SchedNode *nodes, int n_nodes, const SchedJob *job) {
-        SchedFeasibility *fz = sched_feasibility_new(nodes, n_nodes);
-        SchedWait w = sched_feasibility_check(fz, job);
-        sched_feasibility_free(fz);
-        return w;
-}

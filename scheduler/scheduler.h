@@ -153,14 +153,12 @@ int sched_pass(const SchedSnapshot *snapshot, SchedResult *ret_result);
 void sched_result_clear(SchedResult *result);
 
 /*
- * Whether job could ever run on the fleet: placed on an empty copy of the schedulable
- * nodes (cpus_total and memory_total_mb when set, else the free amounts are taken as the
- * capacity). Returns SCHED_WAIT_NONE or SCHED_WAIT_CONSTRAINT.
- */
-SchedWait sched_job_feasible(const SchedNode *nodes, int n_nodes, const SchedJob *job);
-/*
- * The same for many jobs on one set of nodes: built once (a walk over the nodes), each
- * check then costs the job's constraints only, not the fleet. The nodes must outlive it.
+ * Whether a job could ever run on the nodes: placed on an empty copy of the schedulable
+ * ones (cpus_total and memory_total_mb when set, else the free amounts are taken as the
+ * capacity). A check returns SCHED_WAIT_NONE or SCHED_WAIT_CONSTRAINT. Built once for
+ * many submits (a walk over the nodes); a check then costs a job without selector or
+ * same_label a count over node types, and one with them the nodes they name. The nodes
+ * must outlive it.
  */
 typedef struct SchedFeasibility SchedFeasibility;
 SchedFeasibility *sched_feasibility_new(const SchedNode *nodes, int n_nodes);

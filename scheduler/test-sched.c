@@ -47,6 +47,14 @@ static SchedJob job(int64_t id, int ranks, int rpn, int gpus) {
                           .created_ms = id};
 }
 
+/* One submit's check, on a judge of its own. */
+static SchedWait feasible(const SchedNode *nodes, int n_nodes, const SchedJob *job) {
+        SchedFeasibility *fz = sched_feasibility_new(nodes, n_nodes);
+        SchedWait w = sched_feasibility_check(fz, job);
+        sched_feasibility_free(fz);
+        return w;
+}
+
 static void test_gang_all_or_none(void) {
         SchedNode nodes[] = {node("n1", 2, NULL, 0, NULL), node("n2", 2, NULL, 0, NULL)};
         SchedJob jobs[] = {job(1, 5, 0, 0), job(2, 4, 2, 0)};
@@ -62,8 +70,8 @@ static void test_gang_all_or_none(void) {
         CHECK_INT(r.placements[0].rank_node[2], 1);
         CHECK_INT(r.placements[0].rank_node[3], 1);
         sched_result_clear(&r);
-        CHECK_INT(sched_job_feasible(nodes, 2, &jobs[0]), SCHED_WAIT_CONSTRAINT);
-        CHECK_INT(sched_job_feasible(nodes, 2, &jobs[1]), SCHED_WAIT_NONE);
+        CHECK_INT(feasible(nodes, 2, &jobs[0]), SCHED_WAIT_CONSTRAINT);
+        CHECK_INT(feasible(nodes, 2, &jobs[1]), SCHED_WAIT_NONE);
 }
 
 static void test_locality(void) {
@@ -143,7 +151,17 @@ static void test_same_label(void) {
         CHECK_INT(sched_pass(&s, &r), 0);
         CHECK_INT(r.n_placements, 0);
         sched_result_clear(&r);
-        CHECK_INT(sched_job_feasible(nodes, 3, &jobs[0]), SCHED_WAIT_CONSTRAINT);
+        CHECK_INT(feasible(nodes, 3, &jobs[0]), SCHED_WAIT_CONSTRAINT);
+        /* Groups are found for nodes the constraint allows, whatever comes before them. */
+        SchedNode shifted[] = {node("n0", 2, NULL, 0, NULL), nodes[0], nodes[1], nodes[2]};
+        jobs[0].n_node_selector = 0;
+        SchedSnapshot s4 = {shifted, 4, jobs, 1};
+        CHECK_INT(sched_pass(&s4, &r), 0);
+        CHECK_INT(r.n_placements, 1);
+        for (int k = 0; k < 4; k++)
+                CHECK(r.placements[0].rank_node[k] == 2 || r.placements[0].rank_node[k] == 3);
+        sched_result_clear(&r);
+        jobs[0].n_node_selector = 1;
 
         /* One feasibility judge for many submits gives each the answer of its own. */
         SchedFeasibility *fz = sched_feasibility_new(nodes, 3);
@@ -620,8 +638,8 @@ static void test_constraints(void) {
         CHECK_INT(r.wait[2], SCHED_WAIT_CONSTRAINT);
         CHECK_INT(r.wait[3], SCHED_WAIT_CONSTRAINT);
         sched_result_clear(&r);
-        CHECK_INT(sched_job_feasible(nodes, 2, &jobs[0]), SCHED_WAIT_CONSTRAINT);
-        CHECK_INT(sched_job_feasible(nodes, 2, &jobs[1]), SCHED_WAIT_NONE);
+        CHECK_INT(feasible(nodes, 2, &jobs[0]), SCHED_WAIT_CONSTRAINT);
+        CHECK_INT(feasible(nodes, 2, &jobs[1]), SCHED_WAIT_NONE);
         /* Full but schedulable: capacity, not constraint. */
         nodes[1].cpus_free = 0;
         nodes[1].cpus_total = 2;
@@ -695,6 +713,27 @@ static void test_selector_identity(void) {
                 on[r.placements[2].rank_node[k]] = true;
         CHECK(on[63] && on[64] && on[128]);
         CHECK_INT(r.wait[3], SCHED_WAIT_CAPACITY); /* the marked nodes are full */
+        sched_result_clear(&r);
+}
+
+/* Memory per rank beyond every node's free memory waits for capacity (its nodes could
+ * take it empty); the largest free amount itself still fits. */
+static void test_memory_bound(void) {
+        SchedNode nodes[] = {node("n1", 4, NULL, 0, NULL), node("n2", 4, NULL, 0, NULL)};
+        int64_t free_mb[] = {1000, 3000};
+        for (int i = 0; i < 2; i++) {
+                nodes[i].memory_free_mb = free_mb[i];
+                nodes[i].memory_total_mb = 4000;
+        }
+        SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 1), pjob(2, "p", "u", 0, 1, 1)};
+        jobs[0].memory_mb = 3001;
+        jobs[1].memory_mb = 3000;
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 2, .now_ms = NOW};
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        check_placed(&r, (int64_t[]){2}, 1);
+        CHECK_INT(r.placements[0].rank_node[0], 1);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
         sched_result_clear(&r);
 }
 
@@ -811,6 +850,7 @@ int main(void) {
         test_constraints();
         test_selector_pairs();
         test_selector_identity();
+        test_memory_bound();
         test_edges();
         test_many_users_and_shapes();
         test_feasible_by_node_type();
