@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -254,7 +255,8 @@ typedef struct SpecLoad {
         pthread_cond_t more;
         SpecBatch *head, *tail; /* read, not yet parsed */
         bool rows_done;
-        int64_t bad_id; /* the first job found whose spec does not parse, 0: none */
+        bool bad; /* a spec did not parse: bad_id is the lowest such job */
+        int64_t bad_id;
         char bad_message[256];
         /* The loop thread's own: the batch it fills, and every job in store order. */
         SpecBatch *filling;
@@ -269,7 +271,8 @@ static void spec_batch_parse(SpecLoad *sl, SpecBatch *b) {
                 if (b->jobs[i]->spec)
                         continue;
                 pthread_mutex_lock(&sl->lock);
-                if (!sl->bad_id || b->jobs[i]->id < sl->bad_id) {
+                if (!sl->bad || b->jobs[i]->id < sl->bad_id) {
+                        sl->bad = true;
                         sl->bad_id = b->jobs[i]->id;
                         snprintf(sl->bad_message, sizeof(sl->bad_message), "%s", err.message);
                 }
@@ -332,14 +335,23 @@ static int spec_load_row(void *ud, const StoreJob *sj) {
         return 0;
 }
 
+/* Workers beside the loop's thread: one fewer than the CPUs this process may run on. */
+static int spec_workers(void) {
+        cpu_set_t set;
+        long cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                                 : sysconf(_SC_NPROCESSORS_ONLN);
+        return cpus <= 1 ? 0 : cpus - 1 < SPEC_WORKERS_MAX ? (int) cpus - 1 : SPEC_WORKERS_MAX;
+}
+
 /* The jobs to load, in the model; -EBADMSG (logged) when a stored spec does not parse. */
 static int load_jobs(Store *store, Model *m, int64_t retire_before_ms) {
+        int want = spec_workers();
+        if (want == 0) /* one CPU: parse each row as it comes, nothing to queue */
+                return store_jobs_load(store, retire_before_ms, load_job, m);
         SpecLoad sl = {.lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER};
         pthread_t workers[SPEC_WORKERS_MAX];
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         int n_workers = 0;
-        while (n_workers < SPEC_WORKERS_MAX && n_workers < cpus - 1 &&
-               pthread_create(&workers[n_workers], NULL, spec_parser, &sl) == 0)
+        while (n_workers < want && pthread_create(&workers[n_workers], NULL, spec_parser, &sl) == 0)
                 n_workers++;
         int r = store_jobs_load(store, retire_before_ms, spec_load_row, &sl);
         spec_batch_queue(&sl);
@@ -350,7 +362,7 @@ static int load_jobs(Store *store, Model *m, int64_t retire_before_ms) {
         spec_parser(&sl);
         for (int i = 0; i < n_workers; i++)
                 pthread_join(workers[i], NULL);
-        if (r >= 0 && sl.bad_id) {
+        if (r >= 0 && sl.bad) {
                 log_bad_spec(sl.bad_id, sl.bad_message);
                 r = -EBADMSG;
         }
@@ -361,6 +373,8 @@ static int load_jobs(Store *store, Model *m, int64_t retire_before_ms) {
                         job_free(sl.jobs[i]);
         }
         free(sl.jobs);
+        pthread_cond_destroy(&sl.more);
+        pthread_mutex_destroy(&sl.lock);
         return r;
 }
 
