@@ -7,10 +7,12 @@
  * passes over the same snapshot and what the pass decided.
  *
  *     bench_sched                 1,000 nodes / 10,000 jobs, then 10,000 / 100,000
- *     bench_sched NODES JOBS [REPEATS] [sweep]
+ *     bench_sched NODES JOBS [REPEATS] [sweep|memsweep]
  *
  * sweep: every waiting job asks for a memory size of its own (one user's sweep, or a
- * hostile one), so a pass meets as many job shapes as jobs.
+ * hostile one), so a pass meets as many job shapes as jobs. memsweep: the same, with the
+ * CPU jobs' ranks asking for 150-250 GiB, more than most CPU nodes have free, so memory
+ * rather than cpus turns them away.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,8 +115,12 @@ static void fleet_free(Fleet *f) {
 
 static SchedLabel slice_selector[] = {{"pool", "gpu"}};
 
-/* Set by the sweep argument: each job its own shape. */
-static bool sweep;
+/* Set by the sweep argument: each job its own shape, with memory to spare or not. */
+static enum {
+        SWEEP_NONE,
+        SWEEP_SPARE,
+        SWEEP_BINDING
+} sweep;
 
 static SchedJob job_make(int64_t id, int64_t now) {
         SchedJob j = {.id = id,
@@ -155,6 +161,8 @@ static SchedJob job_make(int64_t id, int64_t now) {
         } else { /* CPU work */
                 j.ranks = 1 + rng_below(4);
                 j.cpus = 2 + 2 * rng_below(8);
+                if (sweep == SWEEP_BINDING && id < SEED_ID)
+                        j.memory_mb = (150 << 10) + id % 100000;
         }
         return j;
 }
@@ -356,7 +364,10 @@ int main(int argc, char **argv) {
         }
         if (argc >= 3) {
                 int repeats = argc >= 4 ? atoi(argv[3]) : 7;
-                sweep = argc >= 5 && strcmp(argv[4], "sweep") == 0;
+                sweep = argc < 5                           ? SWEEP_NONE
+                        : strcmp(argv[4], "sweep") == 0    ? SWEEP_SPARE
+                        : strcmp(argv[4], "memsweep") == 0 ? SWEEP_BINDING
+                                                           : SWEEP_NONE;
                 bench(atoi(argv[1]), atoi(argv[2]), repeats > 0 ? repeats : 1, quota);
         } else {
                 bench(1000, 10000, 9, quota);

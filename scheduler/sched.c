@@ -50,6 +50,7 @@ static int name_intern(StrMap *map, int *n, const char *name) {
 typedef struct PJob {
         const SchedJob *job;
         int project, pair, shape, cons;
+        int family; /* its shape but for memory */
         bool starving;
         int64_t submitted;
         int64_t dem_cpu, dem_acc; /* whole-job demand of cpus and of its accelerator kind */
@@ -100,6 +101,10 @@ typedef struct Pass {
         double *pair_dom;
         PJob *jobs;
         Shape *shapes;
+        /* Per family (shapes but for memory): the least memory per rank that did not fit
+         * the free capacity in this pass; more cannot fit either, as capacity only shrinks
+         * (a sweep over memory sizes then plans once per new least size, not per size). */
+        int64_t *family_failed_mem;
         Constraint *cons;
         int n_cons;
         int *run_kind, *run_project, *run_pair;
@@ -505,6 +510,9 @@ static void job_turn(Pass *P, int j, int round) {
                 *wait = SCHED_WAIT_CONSTRAINT;
                 return;
         }
+        int64_t *least_failed = &P->family_failed_mem[pj->family];
+        if (pj->demand.mem >= *least_failed)
+                sh->failed = true;
         if (!sh->failed) {
                 if (!fleet_too_small(&P->fleet, &pj->demand) &&
                     fleet_plan(&P->fleet, &pj->demand, PLAN_BEST)) {
@@ -513,6 +521,7 @@ static void job_turn(Pass *P, int j, int round) {
                         return;
                 }
                 sh->failed = true;
+                *least_failed = pj->demand.mem;
         }
         if (sh->feasible < 0)
                 sh->feasible = fleet_fits(&P->fleet, &pj->demand, FIT_TOTAL);
@@ -696,8 +705,9 @@ static void pass_setup_jobs(Pass *P, StrMap *user_map, int *n_users, TupleMap *p
         strmap_free(cons_map);
         strmap_free(node_map);
         /* Shapes, once the constraints array has stopped moving. */
-        TupleMap shapes;
+        TupleMap shapes, families;
         tuplemap_init(&shapes, 8, (size_t) s->n_jobs / 4 + 16);
+        tuplemap_init(&families, 7, 16);
         for (int i = 0; i < s->n_jobs; i++) {
                 PJob *pj = &P->jobs[i];
                 Demand *d = &pj->demand;
@@ -705,11 +715,18 @@ static void pass_setup_jobs(Pass *P, StrMap *user_map, int *n_users, TupleMap *p
                 pj->shape =
                         tuplemap_intern(&shapes, (int64_t[]){pj->cons, d->kind, d->apr, d->cpus,
                                                              d->mem, d->ranks, d->rpn, d->avoid});
+                pj->family =
+                        tuplemap_intern(&families, (int64_t[]){pj->cons, d->kind, d->apr, d->cpus,
+                                                               d->ranks, d->rpn, d->avoid});
         }
         P->shapes = xcalloc(shapes.n + 1, sizeof(Shape));
         for (size_t i = 0; i < shapes.n; i++)
                 P->shapes[i] = (Shape){.feasible = -1, .preempt_failed_project = -1};
+        P->family_failed_mem = xmalloc((families.n + 1) * sizeof(int64_t));
+        for (size_t i = 0; i < families.n; i++)
+                P->family_failed_mem[i] = INT64_MAX;
         tuplemap_done(&shapes);
+        tuplemap_done(&families);
 }
 
 static void pass_setup_running(Pass *P, StrMap *user_map, int *n_users, TupleMap *pairs) {
@@ -841,6 +858,7 @@ static void pass_done(Pass *P) {
         free(P->pair_dom);
         free(P->jobs);
         free(P->shapes);
+        free(P->family_failed_mem);
         free(P->run_kind);
         free(P->run_project);
         free(P->run_pair);

@@ -716,24 +716,43 @@ static void test_selector_identity(void) {
         sched_result_clear(&r);
 }
 
+/* A pass over two nodes of cpus0 and cpus1 cpus with the given free memory (MiB). */
+static void memory_pass(int cpus0, int cpus1, int64_t free0, int64_t free1, SchedJob *jobs,
+                        int n_jobs, SchedResult *r) {
+        SchedNode nodes[] = {node("n1", cpus0, NULL, 0, NULL), node("n2", cpus1, NULL, 0, NULL)};
+        nodes[0].memory_free_mb = free0;
+        nodes[1].memory_free_mb = free1;
+        nodes[0].memory_total_mb = nodes[1].memory_total_mb = 8000;
+        SchedSnapshot s = {
+                .nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = n_jobs, .now_ms = NOW};
+        CHECK_INT(sched_pass(&s, r), 0);
+}
+
 /* Memory per rank beyond every node's free memory waits for capacity (its nodes could
- * take it empty); the largest free amount itself still fits. */
-static void test_memory_bound(void) {
-        SchedNode nodes[] = {node("n1", 4, NULL, 0, NULL), node("n2", 4, NULL, 0, NULL)};
-        int64_t free_mb[] = {1000, 3000};
-        for (int i = 0; i < 2; i++) {
-                nodes[i].memory_free_mb = free_mb[i];
-                nodes[i].memory_total_mb = 4000;
-        }
+ * take it empty); the largest free amount itself still fits. Once a size failed, larger
+ * sizes of its family (the same shape but for memory) wait without a plan of their own,
+ * and smaller ones are still planned. */
+static void test_memory_bounds(void) {
         SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 1), pjob(2, "p", "u", 0, 1, 1)};
         jobs[0].memory_mb = 3001;
         jobs[1].memory_mb = 3000;
-        SchedSnapshot s = {.nodes = nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 2, .now_ms = NOW};
         SchedResult r;
-        CHECK_INT(sched_pass(&s, &r), 0);
+        memory_pass(4, 4, 1000, 3000, jobs, 2, &r);
         check_placed(&r, (int64_t[]){2}, 1);
         CHECK_INT(r.placements[0].rank_node[0], 1);
         CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
+        sched_result_clear(&r);
+
+        SchedJob family[] = {pjob(1, "p", "u", 0, 1, 2), pjob(2, "p", "u", 0, 1, 2),
+                             pjob(3, "p", "u", 0, 1, 2)};
+        family[0].memory_mb = 5000; /* n1 lacks the memory, n2 the cpus */
+        family[1].memory_mb = 6000;
+        family[2].memory_mb = 3000;
+        memory_pass(4, 1, 4000, 8000, family, 3, &r);
+        check_placed(&r, (int64_t[]){3}, 1);
+        CHECK_INT(r.placements[0].rank_node[0], 0);
+        CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
+        CHECK_INT(r.wait[1], SCHED_WAIT_CAPACITY);
         sched_result_clear(&r);
 }
 
@@ -850,7 +869,7 @@ int main(void) {
         test_constraints();
         test_selector_pairs();
         test_selector_identity();
-        test_memory_bound();
+        test_memory_bounds();
         test_edges();
         test_many_users_and_shapes();
         test_feasible_by_node_type();
