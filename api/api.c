@@ -146,6 +146,7 @@ static const struct {
         [CTL_ERR_NOT_FOUND] = {404, "not_found"},
         [CTL_ERR_CONFLICT] = {409, "conflict"},
         [CTL_ERR_UNSCHEDULABLE] = {422, "unschedulable"},
+        [CTL_ERR_TOO_MANY_JOBS] = {429, "too_many_jobs"},
         [CTL_ERR_UNKNOWN_NODE] = {404, "unknown_node"},
         [CTL_ERR_NODE_CLAIMED] = {409, "node_claimed"},
         [CTL_ERR_BOOT_MISMATCH] = {409, "boot_mismatch"},

@@ -34,6 +34,7 @@ typedef struct CtlConfig {
         int64_t quarantine_window_ms;
         int64_t start_timeout_ms; /* a placed rank not running by then blames its node; 0: never */
         int64_t job_retention_ms; /* a job over this long leaves memory (stays in the store) */
+        int64_t max_jobs_per_user; /* jobs not ended one user may have; 0: no limit */
         const char *failure_rules_path; /* the operator's failure rules; NULL: none */
         bool strict_transitions; /* an illegal state transition aborts (tests) */
         const char *log_secret; /* ctl_log_secret_load's; NULL: log links are not signed */
@@ -46,6 +47,7 @@ typedef enum CtlErrorCode {
         CTL_ERR_NOT_FOUND, /* no such job or node */
         CTL_ERR_CONFLICT, /* the job already ended; an idempotency key reused */
         CTL_ERR_UNSCHEDULABLE, /* the job can never fit the fleet */
+        CTL_ERR_TOO_MANY_JOBS, /* its user has max_jobs_per_user jobs not ended */
         CTL_ERR_UNKNOWN_NODE, /* an agent must register first */
         CTL_ERR_NODE_CLAIMED, /* another agent holds the node's lease */
         CTL_ERR_BOOT_MISMATCH, /* the node rebooted: register again */

@@ -82,6 +82,8 @@ static void usage(FILE *f) {
               "                          node and the job moves (default 120, 0 = never)\n"
               "  --job-retention-s N     a job over for N s leaves memory; it stays in the\n"
               "                          database and the API (default 300)\n"
+              "  --max-jobs-per-user N   jobs not ended one user may have; a submit beyond\n"
+              "                          gets 429 (default 10000, 0 = no limit)\n"
               "  --log-level LEVEL       error, warning, info or debug (default info)\n"
               "  -h, --help              show this help\n"
               "\n"
@@ -104,6 +106,7 @@ enum {
         OPT_FAILURE_RULES,
         OPT_START_TIMEOUT_S,
         OPT_JOB_RETENTION_S,
+        OPT_MAX_JOBS_PER_USER,
         OPT_AUTH,
         OPT_TLS_CERT,
         OPT_TLS_KEY,
@@ -129,6 +132,7 @@ static const struct option options[] = {
         {"failure-rules", required_argument, NULL, OPT_FAILURE_RULES},
         {"start-timeout-s", required_argument, NULL, OPT_START_TIMEOUT_S},
         {"job-retention-s", required_argument, NULL, OPT_JOB_RETENTION_S},
+        {"max-jobs-per-user", required_argument, NULL, OPT_MAX_JOBS_PER_USER},
         {"auth", optional_argument, NULL, OPT_AUTH},
         {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
         {"tls-key", required_argument, NULL, OPT_TLS_KEY},
@@ -303,6 +307,13 @@ static int settings_set(void *userdata, int opt, const char *value, const char *
                         return -EINVAL;
                 }
                 s->ctl.job_retention_ms = v * 1000;
+                return 0;
+        case OPT_MAX_JOBS_PER_USER:
+                if (config_parse_int(value, 0, 100 * 1000 * 1000, &v) < 0) {
+                        *ret_reason = "needs a count, 0 to 100000000";
+                        return -EINVAL;
+                }
+                s->ctl.max_jobs_per_user = v;
                 return 0;
         case OPT_LOG_LEVEL:
                 if (log_level_from_string(value) == _LOG_LEVEL_INVALID) {
@@ -569,7 +580,8 @@ int main(int argc, char **argv) {
                         .quarantine_after = 3,
                         .quarantine_window_ms = 3600 * 1000,
                         .start_timeout_ms = 120 * 1000,
-                        .job_retention_ms = 300 * 1000},
+                        .job_retention_ms = 300 * 1000,
+                        .max_jobs_per_user = 10000},
                 .leader_lease_ms = 2000,
                 .level = LOG_LEVEL_INFO,
         };

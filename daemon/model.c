@@ -11,6 +11,7 @@
 void model_init(Model *m) {
         *m = (Model){.idempotency = strmap_new(),
                      .node_index = strmap_new(),
+                     .user_jobs = strmap_new(),
                      .stored_goodput_index = strmap_new(),
                      .next_job_id = 1};
 }
@@ -32,6 +33,7 @@ void model_clear(Model *m) {
         strmap_free(m->stored_goodput_index);
         strmap_free(m->idempotency);
         strmap_free(m->node_index);
+        strmap_free(m->user_jobs);
         *m = (Model){0};
 }
 
@@ -80,6 +82,27 @@ Job *model_job_by_key(const Model *m, const char *project, const char *key) {
         return strmap_get(m->idempotency, scoped);
 }
 
+static const char *job_user(const Job *job) {
+        return job->spec->user ? job->spec->user : "";
+}
+
+int64_t model_user_jobs(const Model *m, const char *user) {
+        return (intptr_t) strmap_get(m->user_jobs, user ? user : "");
+}
+
+/* Users with no job left leave the map, so it holds only the users with jobs. */
+static void user_jobs_add(Model *m, const char *user, intptr_t delta) {
+        intptr_t n = (intptr_t) strmap_get(m->user_jobs, user) + delta;
+        if (n > 0)
+                strmap_put(m->user_jobs, user, (void *) n);
+        else
+                strmap_remove(m->user_jobs, user);
+}
+
+void model_user_job_ended(Model *m, const Job *job) {
+        user_jobs_add(m, job_user(job), -1);
+}
+
 void model_job_add(Model *m, Job *job) {
         GROW(m->jobs, m->n_jobs, m->cap_jobs);
         m->jobs[m->n_jobs++] = job;
@@ -90,8 +113,10 @@ void model_job_add(Model *m, Job *job) {
                         idempotency_scoped(job->spec->project, job->idempotency_key);
                 strmap_put(m->idempotency, scoped, job);
         }
-        if (!job_state_is_terminal(job->state))
+        if (!job_state_is_terminal(job->state)) {
                 model_active_add(m, job);
+                user_jobs_add(m, job_user(job), 1);
+        }
 }
 
 int model_jobs_retire(Model *m, int64_t before_ms) {

@@ -228,6 +228,7 @@ typedef struct Model {
         int n_ending, cap_ending;
         StrMap *idempotency; /* "<project>/<key>" -> Job: a key is its project's own */
         StrMap *node_index; /* name -> Node */
+        StrMap *user_jobs; /* user -> how many of its jobs have not ended (intptr_t) */
         Node **nodes; /* never removed; Node.index is the position */
         int n_nodes, cap_nodes;
         int n_draining; /* nodes in NODE_DRAINING: a sweep looks for ended drains only then */
@@ -258,6 +259,10 @@ Job *model_job_find(const Model *m, int64_t id);
 Node *model_node_find(const Model *m, const char *name);
 /* Adds a job (ids ascend) and indexes its idempotency key; active unless terminal. */
 void model_job_add(Model *m, Job *job);
+/* How many of user's jobs have not ended: what max_jobs_per_user bounds. */
+int64_t model_user_jobs(const Model *m, const char *user);
+/* job, counted by model_job_add, just ended. */
+void model_user_job_ended(Model *m, const Job *job);
 /* The job of project that was submitted with idempotency key, or NULL. */
 Job *model_job_by_key(const Model *m, const char *project, const char *key);
 void model_active_add(Model *m, Job *job);

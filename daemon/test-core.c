@@ -316,6 +316,12 @@ static Node *node_register(Controller *ctl, const char *name) {
         return node;
 }
 
+/* A spec of one rank in project p, by user. */
+static json_t *one_rank_spec(const char *user) {
+        return json_pack("{s:s,s:s,s:[s],s:i}", "project", "p", "user", user, "command",
+                         "/bin/true", "ranks", 1);
+}
+
 static Job *submit(Controller *ctl, const char *user, int ranks) {
         json_t *spec = json_pack("{s:s,s:s,s:s,s:[s],s:i,s:{s:i}}", "name", "j", "project", "p",
                                  "user", user, "command", "/bin/true", "ranks", ranks, "restart",
@@ -840,6 +846,43 @@ static bool collect_id(void *userdata, Job *job) {
         return true;
 }
 
+/* One user's jobs that have not ended are bounded (max_jobs_per_user): a submit beyond
+ * is refused, another user's is not, a job that ends frees its place, a known
+ * idempotency key still answers, and a restart counts the stored jobs again. */
+static void test_jobs_per_user_bounded(void) {
+        Controller *ctl = controller("per-user");
+        ctl->cfg.max_jobs_per_user = 2;
+        json_t *spec = one_rank_spec("ann");
+        Job *keyed = NULL, *job = NULL;
+        bool created = false;
+        CtlError err = {0};
+        CHECK(ctl_job_submit(ctl, spec, "key-1", &keyed, &created, &err) == 0 && created);
+        int64_t keyed_id = keyed->id;
+        int64_t second_id = submit(ctl, "ann", 1)->id;
+        CHECK(ctl_job_submit(ctl, spec, NULL, &job, &created, &err) == -EUSERS);
+        CHECK_INT(err.code, CTL_ERR_TOO_MANY_JOBS);
+        CHECK(ctl_job_submit(ctl, spec, "key-1", &job, &created, &err) == 0);
+        CHECK(!created && job->id == keyed_id);
+        submit(ctl, "bob", 1);
+        CHECK(ctl_job_cancel(ctl, second_id, &job, &err) == 0);
+        CHECK(model_user_jobs(&ctl->model, "ann") == 1);
+        submit(ctl, "ann", 1);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+
+        ctl = controller("per-user");
+        ctl->cfg.max_jobs_per_user = 2;
+        CHECK(model_user_jobs(&ctl->model, "ann") == 2 && model_user_jobs(&ctl->model, "bob") == 1);
+        err = (CtlError){0};
+        CHECK(ctl_job_submit(ctl, spec, NULL, &job, &created, &err) == -EUSERS);
+        CHECK_INT(err.code, CTL_ERR_TOO_MANY_JOBS);
+        ctl->cfg.max_jobs_per_user = 0; /* no limit */
+        CHECK(ctl_job_submit(ctl, spec, NULL, &job, &created, &err) == 0 && created);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+        json_decref(spec);
+}
+
 static int collect_missing(void *ud, int64_t id) {
         int64_t *ids = ud;
         ids[ids[0]++ + 1] = id;
@@ -852,8 +895,7 @@ static int collect_missing(void *ud, int64_t id) {
 static void test_retired_jobs_stay_in_the_store(void) {
         Controller *ctl = controller("retire");
         ctl->cfg.job_retention_ms = 0;
-        json_t *spec = json_pack("{s:s,s:s,s:[s],s:i}", "project", "p", "user", "ann", "command",
-                                 "/bin/true", "ranks", 1);
+        json_t *spec = one_rank_spec("ann");
         Job *keyed = NULL, *again = NULL;
         bool created = false;
         CtlError err = {0};
@@ -1048,6 +1090,7 @@ int main(void) {
         test_restart_keeps_nodes();
         test_drains_are_counted();
         test_retired_jobs_stay_in_the_store();
+        test_jobs_per_user_bounded();
         test_many_jobs_load();
         test_goodput_sums_kept();
         CHECK_INT(util_rm_rf(tmpdir), 0);

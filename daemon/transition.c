@@ -234,6 +234,8 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
                 a->dirty = true;
         }
         if (job_state_is_terminal(to)) {
+                if (!job_state_is_terminal(from))
+                        model_user_job_ended(t->model, job);
                 if (job->finished_ms == 0)
                         job->finished_ms = util_wall_ms();
                 model_active_recheck(t->model, job);

@@ -44,7 +44,9 @@ def get(url, timeout=5):
 
 def start_controller(args, db, port):
     argv = [os.path.join(args.build, "axctld"), "--listen", "127.0.0.1:%d" % port,
-            "--db", db, "--lease-ms", str(args.lease_ms), "--grace-ms", str(args.grace_ms)]
+            "--db", db, "--lease-ms", str(args.lease_ms), "--grace-ms", str(args.grace_ms),
+            # One simulated user runs a job per node and keeps a backlog besides.
+            "--max-jobs-per-user", "0"]
     argv += args.axctld_arg
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(db + ".log", "ab"))
     line = proc.stdout.readline().decode()

@@ -73,7 +73,9 @@ def restart_s(c, pg=None, add=0):
 
 def run(backend, pg, clients, submits, sizes):
     db = pg.create_database() if pg else None
-    c = axtest.Cluster(0, db=db, name="bench-store-" + backend)
+    # All submits are one user's: no per-user bound on its queue.
+    c = axtest.Cluster(0, db=db, name="bench-store-" + backend,
+                       controller_args=["--max-jobs-per-user", "0"])
     try:
         c.start()
         rate, stored = submit(c, clients, submits)

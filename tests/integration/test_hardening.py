@@ -12,6 +12,8 @@
 - The database and its -wal and -shm files are 0600 whatever the umask, whether
   `axctld token create` or axctld makes them.
 - Jobs of hundreds of shapes and users waiting at once do not stop the scheduler.
+- One user's jobs that have not ended are bounded (max_jobs_per_user): a user with a
+  valid token cannot grow the queue every pass and every restart walks without end.
 """
 
 import os
@@ -97,6 +99,56 @@ class ManyShapesTest(axtest.ClusterTestCase):
                 c.job(job_id)), 20, "job %d judged" % job_id)
             self.assertEqual(job["state"], "pending")
             self.assertIn("constraints", job["reason"])
+
+
+class JobsPerUserTest(axtest.ClusterTestCase):
+    def test_a_users_jobs_are_bounded(self):
+        c = axtest.Cluster(0, controller_args=["--auth", "--max-jobs-per-user", "3"],
+                           name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, c)
+        alice = token(c.db, "--name", "alice", "--role", "user", "--project", "p1")
+        bob = token(c.db, "--name", "bob", "--role", "user", "--project", "p1")
+        c.start_controller()
+
+        def submit(who, key=None):
+            headers = {"Authorization": "Bearer " + who}
+            if key:
+                headers["Idempotency-Key"] = key
+            spec = {"command": ["true"], "ranks": 1, "project": "p1"}
+            return c.api("POST", "/v1/jobs", spec, headers=headers)
+
+        ids = []
+        for i in range(3):
+            status, job, _ = submit(alice, key="k%d" % i)
+            self.assertEqual(status, 201, job)
+            ids.append(job["id"])
+        for restarted in (False, True):
+            status, body, _ = submit(alice)
+            self.assertEqual(status, 429, body)
+            self.assertEqual(body["error"]["code"], "too_many_jobs", body)
+            self.assertIn("max_jobs_per_user", body["error"]["message"])
+            # A known key still names its job; it adds none.
+            status, again, _ = submit(alice, key="k0")
+            self.assertEqual((status, again["id"]), (200, ids[0]), again)
+            c.restart_controller()
+        c.token = alice
+        p = c.cli("submit", "--project", "p1", "--ranks", "1", "--", "true")
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        self.assertIn("max_jobs_per_user", p.stderr)
+        # Another user is not held back; a job that ends frees its place.
+        status, body, _ = submit(bob)
+        self.assertEqual(status, 201, body)
+        status, body, _ = c.api("POST", "/v1/jobs/%d/cancel" % ids[1],
+                                headers={"Authorization": "Bearer " + alice})
+        self.assertEqual(status, 200, body)
+        status, body, _ = submit(alice)
+        self.assertEqual(status, 201, body)
+        status, body, _ = submit(alice)
+        self.assertEqual(status, 429, body)
+        jobs = c.api_ok("GET", "/v1/jobs", headers={"Authorization": "Bearer " + alice})["jobs"]
+        states = sorted(j["state"] for j in jobs if j["user"] == "alice")
+        self.assertEqual(states, ["cancelled", "pending", "pending", "pending"])
 
 
 class TerminalTest(axtest.ClusterTestCase):
