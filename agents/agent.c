@@ -885,9 +885,14 @@ static void agent_http_schedule(Agent *a, int64_t now) {
         if (a->request == AGENT_REQUEST_SYNC) {
                 /*
                  * Drop a held long-poll: the controller must hear the news now. A sync
-                 * that is not held answers soon; the news follows right after it.
+                 * that is not held answers soon; the news follows right after it. So
+                 * it does when half the lease is spent: the long-poll in flight is then
+                 * late rather than held (the controller restarted, or is behind), and
+                 * its answer renews the lease, where a new request would queue behind
+                 * every other agent's while the lease runs out.
                  */
-                if (a->dirty && a->request_wait_ms > 0)
+                if (a->dirty && a->request_wait_ms > 0 &&
+                    now - a->last_contact_ms <= a->lease_ms / 2)
                         agent_request_send(a, AGENT_REQUEST_SYNC, now);
                 return;
         }

@@ -505,8 +505,10 @@ static void agents_tick(int64_t now, int active) {
                         }
                 }
                 if (a->c.busy) {
-                        /* News drops a held long-poll, as axagent does. */
-                        if (a->dirty && a->c.wait_ms > 0 && a->registered) {
+                        /* News drops a held long-poll while the lease is less than
+                         * half spent, as axagent does. */
+                        if (a->dirty && a->c.wait_ms > 0 && a->registered &&
+                            now - a->last_answer_ms <= opt.lease_ms / 2) {
                                 conn_close(&a->c);
                                 agent_send(a);
                         }

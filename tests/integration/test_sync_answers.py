@@ -11,9 +11,12 @@
   syncs after a SIGKILL and restart are answered short, and changes still arrive. Each
   agent's first sync is answered at once, not held: its lease still counts from a
   request the killed controller had. Likewise an agent whose lease is half spent (its
-  held sync was answered late) asks for no hold.
+  held sync was answered late) asks for no hold, and news (a rank that ended) does not
+  make it drop a long-poll that is late rather than held: that one's answer renews the
+  lease, and a new request would queue behind the rest of a restarted fleet's.
 """
 
+import os
 import re
 import signal
 import time
@@ -145,6 +148,44 @@ class SyncAnswerTest(axtest.ClusterTestCase):
         c.controller.signal(signal.SIGCONT)
         axtest.wait_for(lambda: re.search(at_once + r"[\s\S]*" + held, since(mark)), 10,
                         "a sync asking for no hold, then held ones again")
+        self.assertEqual(c.nodes()[0]["state"], "ready")
+
+    def test_news_keeps_a_late_long_poll(self):
+        # A lease of 7 s: holds of 1 s, the agent's patience 5 s beyond a hold, half the
+        # lease 3.5 s. The controller stalls as a held sync goes out; the rank ends 3.8 s
+        # later, when the last contact (the request before) is 3.8-4.9 s old and the
+        # long-poll has 2 s left before the agent gives up on it.
+        c = self.start_cluster(1, lease_ms=7000, grace_ms=1000,
+                               agent_args=[["--log-level", "debug"]])
+        c.wait_nodes_ready(["n1"])
+        go = os.path.join(c.jobs_dir, "go")
+        spec = {"name": "news", "ranks": 1, "env": {"AXTEST_MARKER": c.marker},
+                "command": ["sh", "-c", "while [ ! -e %s ]; do sleep 0.05; done" % go]}
+        job_id = c.submit(spec)["id"]
+        c.wait_running(job_id)
+        log = c.agents["n1"].stderr_path
+        held = r"Sending sync \d+ .*\(wait [1-9]\d* ms\)"
+
+        def since(mark):
+            with open(log, errors="replace") as f:
+                return f.read()[mark:]
+
+        seen = len(re.findall(held, since(0)))
+        axtest.wait_for(lambda: len(re.findall(held, since(0))) > seen, 10, "a held sync",
+                        interval=0.01)
+        c.controller.signal(signal.SIGSTOP)
+        try:
+            mark = len(since(0))
+            time.sleep(3.8)
+            open(go, "w").close()
+            time.sleep(0.7)
+            self.assertNotRegex(since(mark), r"Sending sync",
+                                "news dropped a long-poll that was late, not held")
+        finally:
+            c.controller.signal(signal.SIGCONT)
+        # The late long-poll's answer renews the lease; the news follows it.
+        self.assertEqual(c.wait_job(job_id, timeout=20)["state"], "succeeded")
+        self.assertEqual(c.job(job_id)["attempt"], 1)
         self.assertEqual(c.nodes()[0]["state"], "ready")
 
     def test_a_sync_without_the_capability_gets_the_whole_answer(self):
