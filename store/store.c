@@ -545,10 +545,6 @@ typedef struct LoadCtx {
         "id, name, project, user, priority, spec, state, attempt, restarts, reason, exit_code," \
         " created_ms, started_ms, finished_ms, idempotency_key, ckpt_step, ckpt_path,"          \
         " avoid_node, tier, queued_ms, quick_failures, best_step"
-/* A job that is over, before the retention cutoff, with no rank that may still run. */
-#define JOB_RETIRED(cutoff)                                                                     \
-        "(state IN ('succeeded', 'failed', 'cancelled') AND COALESCE(finished_ms, 0) < " cutoff \
-        " AND NOT EXISTS (SELECT 1 FROM rank WHERE rank.job = job.id AND rank.alive = 1))"
 
 static int job_row(const StoreRow *row, void *p) {
         LoadCtx *ctx = p;
@@ -579,15 +575,22 @@ static int job_row(const StoreRow *row, void *p) {
         return ((StoreJobFn) ctx->fn)(ctx->userdata, &j);
 }
 
-/* The jobs a start loads: those not retired, found through indexes (every such job is
- * in one of the UNION's sets). Reading every stored job instead took a sixth of a
- * restart at 100,000 jobs. */
+/*
+ * The jobs a start loads: those not retired, found through indexes. A job is retired
+ * when it ended before the cutoff (or without a finish time) and has no rank that may
+ * still run, so every other job is in one of the UNION's sets: not ended (every state
+ * but the three ends, listed: PostgreSQL's planner uses no index for a NOT IN), ended at
+ * or after the cutoff, or with a rank alive. At 100,000 stored jobs, reading every job
+ * took a sixth of a restart; filtering every job for retirement (a subquery per job) took
+ * PostgreSQL 0.34 s, the sets alone 0.1 s.
+ */
 static const char jobs_load_sql[] =
         "SELECT " JOB_COLUMNS " FROM job WHERE id IN"
-        " (SELECT id FROM job WHERE state NOT IN ('succeeded', 'failed', 'cancelled')"
-        "  UNION SELECT id FROM job WHERE finished_ms >= ?1 OR finished_ms IS NULL"
+        " (SELECT id FROM job WHERE state IN"
+        "   ('pending', 'starting', 'running', 'restarting', 'preempted')"
+        "  UNION SELECT id FROM job WHERE finished_ms >= ?1"
         "  UNION SELECT job FROM rank WHERE alive = 1)"
-        " AND NOT " JOB_RETIRED("?1") " ORDER BY id";
+        " ORDER BY id";
 
 int store_jobs_load(Store *store, int64_t retire_before_ms, StoreJobFn fn, void *userdata) {
         StoreParam p[] = {STORE_INT(retire_before_ms)};
