@@ -878,21 +878,24 @@ static void agent_http_process(Agent *a, int64_t now) {
                         agent_request_done(a, m->data.result, now);
 }
 
+/*
+ * Whether news drops the long-poll in flight: the controller must hear it now. A sync
+ * that is not held answers soon; the news follows right after it. So it does once half
+ * the lease is spent: the long-poll in flight is then late rather than held (the
+ * controller restarted, or is behind), and its answer renews the lease, where a new
+ * request would queue behind every other agent's while the lease runs out.
+ */
+static bool agent_news_drops_sync(const Agent *a, int64_t now) {
+        return a->dirty && a->request == AGENT_REQUEST_SYNC && a->request_wait_ms > 0 &&
+               now - a->last_contact_ms <= a->lease_ms / 2;
+}
+
 /* Starts the next request when one is due. */
 static void agent_http_schedule(Agent *a, int64_t now) {
         if (a->request == AGENT_REQUEST_REGISTER)
                 return;
         if (a->request == AGENT_REQUEST_SYNC) {
-                /*
-                 * Drop a held long-poll: the controller must hear the news now. A sync
-                 * that is not held answers soon; the news follows right after it. So
-                 * it does when half the lease is spent: the long-poll in flight is then
-                 * late rather than held (the controller restarted, or is behind), and
-                 * its answer renews the lease, where a new request would queue behind
-                 * every other agent's while the lease runs out.
-                 */
-                if (a->dirty && a->request_wait_ms > 0 &&
-                    now - a->last_contact_ms <= a->lease_ms / 2)
+                if (agent_news_drops_sync(a, now))
                         agent_request_send(a, AGENT_REQUEST_SYNC, now);
                 return;
         }
@@ -1253,7 +1256,7 @@ int agent_run(Agent *a) {
                 }
 
                 int64_t timeout = agent_next_deadline(a) - now;
-                if (a->dirty && a->request == AGENT_REQUEST_SYNC && a->request_wait_ms > 0)
+                if (agent_news_drops_sync(a, now))
                         timeout = 0;
                 if (timeout < 0)
                         timeout = 0;

@@ -25,7 +25,8 @@
  * most one pass per this interval keeps the cost per submit constant. On a large fleet,
  * where a pass over the nodes and the queue takes milliseconds and every rank exit asks
  * for one, passes are also spaced by SCHED_PASS_SPACING times the last one's duration
- * (up to SCHED_MAX_INTERVAL_MS): scheduling takes at most about a fifth of the loop,
+ * (up to SCHED_MAX_INTERVAL_MS), counted from a pass's start: scheduling takes at most
+ * about a quarter of the loop,
  * and one pass places what many exits freed.
  */
 #define SCHED_MIN_INTERVAL_MS 5
@@ -212,7 +213,7 @@ static void ctl_schedule(Controller *ctl) {
         if (!(t->effects & TURN_SCHEDULE) || now - ctl->sched.last_pass_ms < ctl->sched_interval_ms)
                 return;
         /* A restarted controller answers its reconnecting fleet before it schedules:
-         * passes (a fifth of the loop) would delay agents towards their lease's end. */
+         * passes (a quarter of the loop) would delay agents towards their lease's end. */
         if (ctl->reconnecting > 0 && now < ctl->reconnect_until_ms)
                 return;
         struct timespec start;

@@ -333,17 +333,6 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
                 *ret_created = false;
                 return 0;
         }
-        /* One user's queue is bounded, as Slurm's MaxSubmitJobs: each pass and each
-         * restart's load walk the jobs that have not ended. */
-        int64_t max = ctl->cfg.max_jobs_per_user;
-        if (max > 0 && model_user_jobs(&ctl->model, spec->user) >= max) {
-                ctl_error_set(err, CTL_ERR_TOO_MANY_JOBS, NULL,
-                              "user %s has %lld jobs that have not ended, the most one user may "
-                              "have (max_jobs_per_user); wait for some to end or cancel some",
-                              spec->user, (long long) max);
-                spec_free(spec);
-                return -EUSERS;
-        }
         /* Reject what can never run, when there is a fleet to judge by. */
         if (ctl->model.n_nodes > 0 && schedule_feasible(ctl, spec) != SCHED_WAIT_NONE) {
                 ctl_error_set(err, CTL_ERR_UNSCHEDULABLE, NULL,
@@ -357,6 +346,17 @@ int ctl_job_submit(Controller *ctl, json_t *spec_json, const char *idempotency_k
                                       : "");
                 spec_free(spec);
                 return -ENOSPC;
+        }
+        /* One user's queue is bounded, as Slurm's MaxSubmitJobs: each pass and each
+         * restart's load walk the jobs that have not ended. */
+        int64_t max = ctl->cfg.max_jobs_per_user, has = model_user_jobs(&ctl->model, spec->user);
+        if (max > 0 && has >= max) {
+                ctl_error_set(err, CTL_ERR_TOO_MANY_JOBS, NULL,
+                              "user %s has %lld jobs that have not ended, and max_jobs_per_user "
+                              "allows %lld; wait for some to end or cancel some",
+                              spec->user, (long long) has, (long long) max);
+                spec_free(spec);
+                return -EUSERS;
         }
         Job *job = xcalloc(1, sizeof(Job));
         *job = (Job){.id = ctl->model.next_job_id,

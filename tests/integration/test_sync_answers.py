@@ -32,6 +32,13 @@ def sync_answers(c):
     return {body: int(found.get(body, 0)) for body in ("whole", "unchanged")}
 
 
+def cpu_seconds(pid):
+    """User and system CPU time of pid so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def register_by_hand(c, node, agent_id):
     """Registers node as an agent would, by hand; the body of its syncs with no ranks."""
     identity = {"node": node, "boot_id": "boot-" + node, "agent_id": agent_id}
@@ -177,10 +184,13 @@ class SyncAnswerTest(axtest.ClusterTestCase):
         try:
             mark = len(since(0))
             time.sleep(3.8)
+            cpu = cpu_seconds(c.agents["n1"].pid)
             open(go, "w").close()
             time.sleep(0.7)
             self.assertNotRegex(since(mark), r"Sending sync",
                                 "news dropped a long-poll that was late, not held")
+            # Waiting for that answer, the agent sleeps; it does not spin.
+            self.assertLess(cpu_seconds(c.agents["n1"].pid) - cpu, 0.3)
         finally:
             c.controller.signal(signal.SIGCONT)
         # The late long-poll's answer renews the lease; the news follows it.
