@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "url.h"
@@ -21,6 +22,9 @@ struct Follower {
         char *leader_url; /* NULL: none known */
         char *leader_holder;
 };
+
+/* The longest a follower that stops waits for the requests in progress. */
+#define FOLLOWER_DRAIN_MS 500
 
 static enum MHD_Result answer(struct MHD_Connection *con, unsigned status, json_t *body,
                               const char *location) {
@@ -36,6 +40,8 @@ static enum MHD_Result answer(struct MHD_Connection *con, unsigned status, json_
                 return MHD_NO;
         }
         MHD_add_response_header(resp, "Content-Type", "application/json");
+        /* One answer per connection: an idle one kept alive would hold follower_stop. */
+        MHD_add_response_header(resp, "Connection", "close");
         if (location)
                 MHD_add_response_header(resp, "Location", location);
         if (status == 503)
@@ -150,7 +156,19 @@ void follower_set_leader(Follower *f, const char *url, const char *holder) {
 }
 
 int follower_stop(Follower *f) {
+        /* New connections wait in the kernel's backlog for the next server; requests in
+         * progress are answered first: closed, they would fail a client in the middle of
+         * a failover it rides out otherwise (axctl gives up when no URL answers). */
         int fd = MHD_quiesce_daemon(f->mhd);
+        int64_t until = util_now_ms() + FOLLOWER_DRAIN_MS;
+        log_info("following no more: answering the requests in progress");
+        for (;;) {
+                const union MHD_DaemonInfo *info =
+                        MHD_get_daemon_info(f->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+                if (!info || info->num_connections == 0 || util_now_ms() >= until)
+                        break;
+                usleep(2000);
+        }
         MHD_stop_daemon(f->mhd);
         pthread_mutex_destroy(&f->lock);
         free(f->leader_url);

@@ -17,5 +17,6 @@ typedef struct Follower Follower;
 int follower_new(int listen_fd, const char *tls_cert_pem, const char *tls_key_pem, Follower **ret);
 /* Who leads now: its URL (NULL: none known) and instance id. Thread-safe. */
 void follower_set_leader(Follower *f, const char *url, const char *holder);
-/* Stops serving and gives the listening socket back, still open, for the leader's API. */
+/* Stops serving, after answering the requests in progress (for half a second at most),
+ * and gives the listening socket back, still open, for the leader's API. */
 int follower_stop(Follower *f);

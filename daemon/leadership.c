@@ -81,6 +81,9 @@ int leadership_await(Leadership *l, int listen_fd, int signal_fd, const char *tl
                         snprintf(known, sizeof(known), "%s", leader.holder);
                 }
         }
+        /* Requests still in progress are sent here: it serves once it has loaded. */
+        if (r > 0)
+                follower_set_leader(f, l->url, l->holder);
         follower_stop(f);
         if (r > 0)
                 log_info("leading (fencing token %lld)", (long long) leader.token);

@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: MIT
 """Controller failover (issue 15): controllers that share one database elect a leader
 (axctld --leader-elect). A follower redirects every request but /healthz to the leader,
-takes over within the leader's lease + 1 s when the leader dies, and a leader that lost
-its lease stops before it acknowledges anything more. These run on one SQLite file
+takes over within the leader's lease + 1 s when the leader dies (answering the requests
+it has begun to read first), and a leader that lost its lease stops before it
+acknowledges anything more. These run on one SQLite file
 shared by two controllers on this machine; test_pg runs them on PostgreSQL."""
 
 import http.client
 import json
 import os
 import signal
+import socket
 import threading
 import time
 import unittest
@@ -100,6 +102,33 @@ class FailoverTest(axtest.ClusterTestCase):
         axtest.wait_for(lambda: role(a.url) == "follower", 10, "the old leader to follow")
         status, body, _ = raw_request(a.url, "GET", "/healthz")
         self.assertEqual(body["leader"], b.url)
+
+    def test_a_request_in_progress_at_the_takeover_is_answered(self):
+        """A request the follower has begun to read when it takes over is answered, with a
+        redirect to itself (it serves once it has loaded), not cut off: axctl gives up
+        when no URL answers."""
+        a, b = self.pair()
+        u = urllib.parse.urlsplit(b.url)
+        pending = socket.create_connection((u.hostname, u.port), timeout=5)
+        self.addCleanup(pending.close)
+        pending.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n")  # the headers go on
+        time.sleep(0.2)
+        a.kill_controller()
+
+        def stopping():
+            with open(b.controller.stderr_path, errors="replace") as f:
+                return "following no more" in f.read()
+
+        axtest.wait_for(stopping, (LEADER_LEASE_MS + 1000) / 1000.0 + 2,
+                        "the follower to stop following", interval=0.01)
+        pending.sendall(b"\r\n")
+        try:
+            answer = pending.recv(4096)
+        except ConnectionResetError:
+            answer = b""
+        self.assertTrue(answer.startswith(b"HTTP/1.1 307"), answer)
+        self.assertIn(("Location: %s/v1/jobs\r\n" % b.url).encode(), answer)
+        axtest.wait_for(lambda: role(b.url) == "leader", 10, "the follower to lead")
 
     def test_a_clean_stop_hands_over_at_once(self):
         a, b = self.pair()
