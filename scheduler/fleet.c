@@ -273,8 +273,10 @@ static const char *label_get(const SchedNode *n, const char *key) {
         return NULL;
 }
 
+/* The key's length first, as in sched.c's constraint keys: a key or value may hold any
+ * character, and two labels must not share one list of nodes. */
 static char *label_key(const char *key, const char *value) {
-        return xasprintf("%s\x1f%s", key, value);
+        return xasprintf("%zu:%s%s", strlen(key), key, value);
 }
 
 /* Every node under each of its labels, in node order. */

@@ -121,7 +121,7 @@ typedef struct Fleet {
         int *node_type; /* per node */
         int *type_rep; /* per type: one of its nodes */
         int n_types;
-        /* Nodes by label ("key\x1fvalue" -> index + 1 into label_nodes), built by the first
+        /* Nodes by label (label_key -> index + 1 into label_nodes), built by the first
          * constraint with a selector, so that a constraint costs the nodes it names. */
         StrMap *label_map;
         LabelNodes *label_nodes;
