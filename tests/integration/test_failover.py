@@ -130,6 +130,25 @@ class FailoverTest(axtest.ClusterTestCase):
         self.assertIn(("Location: %s/v1/jobs\r\n" % b.url).encode(), answer)
         axtest.wait_for(lambda: role(b.url) == "leader", 10, "the follower to lead")
 
+    def test_a_request_never_finished_delays_the_takeover_half_a_second_at_most(self):
+        """A client that begins a request to the follower and never finishes it holds the
+        takeover for the drain's half second at most, then loses its connection."""
+        a, b = self.pair()
+        u = urllib.parse.urlsplit(b.url)
+        stuck = socket.create_connection((u.hostname, u.port), timeout=10)
+        self.addCleanup(stuck.close)
+        stuck.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n")  # never ended
+        time.sleep(0.2)
+        killed = time.monotonic()
+        a.kill_controller()
+        axtest.wait_for(lambda: role(b.url) == "leader",
+                        (LEADER_LEASE_MS + 1500) / 1000.0 + 1, "the follower to lead")
+        self.assertLess(time.monotonic() - killed, (LEADER_LEASE_MS + 1500) / 1000.0)
+        try:
+            self.assertEqual(stuck.recv(4096), b"", "the unfinished request was answered")
+        except ConnectionResetError:
+            pass
+
     def test_a_clean_stop_hands_over_at_once(self):
         a, b = self.pair()
         stopped = time.monotonic()
