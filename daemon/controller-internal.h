@@ -11,6 +11,7 @@
 #include "controller.h"
 #include "metrics.h"
 #include "schedule.h"
+#include "tokencache.h"
 #include "transition.h"
 
 struct Controller {
@@ -28,6 +29,7 @@ struct Controller {
          * when scheduling waits for them: the reconnecting fleet is answered first. */
         int reconnecting;
         int64_t reconnect_until_ms;
+        TokenCache *tokens; /* identities read lately (tokencache.h) */
         Job **borrowed; /* jobs read from the store for this turn's requests (jobs.c) */
         int n_borrowed, cap_borrowed;
         /* For /metrics. */

@@ -51,6 +51,7 @@ int ctl_new_on(const CtlConfig *config, Store *store, Controller **ret) {
         histogram_init_latency(&ctl->sched_pass);
         histogram_init_latency(&ctl->db_commit);
         histogram_init_latency(&ctl->loop_turn);
+        ctl->tokens = token_cache_new();
         ctl->store = store;
         int r = persist_load(ctl->store, &ctl->model, util_wall_ms() - config->job_retention_ms);
         if (r < 0) {
@@ -71,6 +72,7 @@ Controller *ctl_free(Controller *ctl) {
                 return NULL;
         jobs_borrowed_release(ctl);
         free(ctl->borrowed);
+        token_cache_free(ctl->tokens);
         model_clear(&ctl->model);
         turn_clear(&ctl->turn);
         schedule_clear(&ctl->sched);
@@ -324,7 +326,12 @@ int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret) {
         int r = token_hash(token, hash);
         if (r < 0)
                 return r;
-        /* The table is the truth, so `axctld token revoke` takes effect at once. */
+        /* The table is the truth: `axctld token revoke` takes effect once the cache has
+         * seen the table change, within TOKEN_CACHE_CHECK_MS. */
+        int64_t now = util_now_ms();
+        token_cache_revalidate(ctl->tokens, ctl->store, now);
+        if (token_cache_get(ctl->tokens, hash, now, ret))
+                return 0;
         r = store_token_find(ctl->store, hash, token_found, ret);
         if (r < 0)
                 return r;
@@ -332,6 +339,7 @@ int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret) {
                 token_identity_clear(ret);
                 return -EACCES;
         }
+        token_cache_put(ctl->tokens, hash, ret, now);
         return 0;
 }
 

@@ -1077,6 +1077,61 @@ static void test_goodput_sums_kept(void) {
         ctl_free(ctl);
 }
 
+/* The token cache: a copy for a second after the read, then the store again; bounded. */
+static void test_token_cache(void) {
+        TokenCache *c = token_cache_new();
+        TokenIdentity id = {.role = TOKEN_ROLE_AGENT,
+                            .name = xstrdup("n1-agent"),
+                            .node = xstrdup("n1")},
+                      got;
+        CHECK(!token_cache_get(c, "h1", 1000, &got));
+        token_cache_put(c, "h1", &id, 1000);
+        token_identity_clear(&id); /* the cache keeps its own copy */
+        CHECK(token_cache_get(c, "h1", 1000 + TOKEN_CACHE_TTL_MS - 1, &got));
+        CHECK_INT(got.role, TOKEN_ROLE_AGENT);
+        CHECK_STR(got.name, "n1-agent");
+        CHECK_STR(got.node, "n1");
+        token_identity_clear(&got);
+        CHECK(!token_cache_get(c, "h1", 1000 + TOKEN_CACHE_TTL_MS, &got));
+        CHECK(!token_cache_get(c, "h2", 1000, &got));
+        /* Full, it starts over rather than grow. */
+        TokenIdentity admin = {.role = TOKEN_ROLE_ADMIN, .name = "root"};
+        char hash[32];
+        for (int i = 0; i < TOKEN_CACHE_MAX + 1; i++) {
+                snprintf(hash, sizeof(hash), "h%d", i);
+                token_cache_put(c, hash, &admin, 5000);
+        }
+        CHECK(!token_cache_get(c, "h0", 5000, &got));
+        CHECK(token_cache_get(c, hash, 5000, &got));
+        CHECK_STR(got.name, "root");
+        token_identity_clear(&got);
+
+        /* A change of the token table, seen at the next look, forgets everything. */
+        Store *store = store_of_test("tokens");
+        token_cache_revalidate(c, store, 10000);
+        token_cache_put(c, "h1", &admin, 10000);
+        CHECK_INT(store_token_insert(store, &(StoreToken){.name = "bob",
+                                                          .hash = "hb",
+                                                          .role = "admin",
+                                                          .created_ms = 7,
+                                                          .revoked_ms = STORE_NONE}),
+                  0);
+        token_cache_revalidate(c, store, 10000 + TOKEN_CACHE_CHECK_MS - 1); /* not yet */
+        CHECK(token_cache_get(c, "h1", 10000 + TOKEN_CACHE_CHECK_MS - 1, &got));
+        token_identity_clear(&got);
+        token_cache_revalidate(c, store, 10000 + TOKEN_CACHE_CHECK_MS);
+        CHECK(!token_cache_get(c, "h1", 10000 + TOKEN_CACHE_CHECK_MS, &got));
+        token_cache_put(c, "hb", &admin, 10100);
+        token_cache_revalidate(c, store, 10200); /* unchanged: kept */
+        CHECK(token_cache_get(c, "hb", 10200, &got));
+        token_identity_clear(&got);
+        CHECK_INT(store_token_revoke(store, "bob", 8), 0);
+        token_cache_revalidate(c, store, 10300);
+        CHECK(!token_cache_get(c, "hb", 10300, &got));
+        store_close(store);
+        token_cache_free(c);
+}
+
 int main(void) {
         tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
@@ -1093,6 +1148,7 @@ int main(void) {
         test_jobs_per_user_bounded();
         test_many_jobs_load();
         test_goodput_sums_kept();
+        test_token_cache();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);
         printf("core: ok\n");

@@ -134,6 +134,7 @@ enum {
         STMT_TOKEN_INSERT,
         STMT_TOKEN_BY_HASH,
         STMT_TOKEN_REVOKE,
+        STMT_TOKEN_STAMP,
         STMT_GOODPUT_PUT,
         STMT_JOB_FIND_KEY,
         STMT_JOBS_LIST,
@@ -215,6 +216,8 @@ static const char *const statement_sql[_STMT_MAX] = {
                                " FROM token WHERE hash = ? AND revoked_ms IS NULL",
         [STMT_TOKEN_REVOKE] =
                 "UPDATE token SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL",
+        [STMT_TOKEN_STAMP] = "SELECT count(*), count(revoked_ms), coalesce(max(created_ms), 0),"
+                             " coalesce(max(revoked_ms), 0) FROM token",
         [STMT_GOODPUT_PUT] =
                 "INSERT INTO job_goodput (job, project, created_ms, finished_ms, accelerators,"
                 " " GOODPUT_BUCKET_COLUMNS ", interruptions, rank_ms)"
@@ -829,6 +832,17 @@ int store_token_find(Store *store, const char *hash, StoreTokenFn fn, void *user
         StoreParam p[] = {STORE_TEXT(hash)};
         LoadCtx ctx = {(void *) fn, userdata};
         return run(store, STMT_TOKEN_BY_HASH, p, N_PARAMS(p), token_row, &ctx);
+}
+
+static int token_stamp_row(const StoreRow *row, void *p) {
+        *(StoreTokenStamp *) p = (StoreTokenStamp){col_int(row, 0), col_int(row, 1),
+                                                   col_int(row, 2), col_int(row, 3)};
+        return 0;
+}
+
+int store_token_stamp(Store *store, StoreTokenStamp *ret) {
+        *ret = (StoreTokenStamp){0};
+        return run(store, STMT_TOKEN_STAMP, NULL, 0, token_stamp_row, ret);
 }
 
 int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata) {

@@ -172,6 +172,12 @@ int store_token_insert(Store *store, const StoreToken *token);
 int store_token_revoke(Store *store, const char *name, int64_t now_ms);
 /* Calls fn for the valid token with this hash, if there is one. */
 int store_token_find(Store *store, const char *hash, StoreTokenFn fn, void *userdata);
+/* Changes whenever a token is created, revoked or deleted: whoever keeps identities read
+ * from the table (daemon/tokencache.h) compares it to know when they may be stale. */
+typedef struct StoreTokenStamp {
+        int64_t tokens, revoked, last_created_ms, last_revoked_ms;
+} StoreTokenStamp;
+int store_token_stamp(Store *store, StoreTokenStamp *ret);
 int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata);
 
 /* Loaders call fn for each row in key order; a negative return from fn stops and is returned. */

@@ -37,8 +37,14 @@ def rss_mb(pid):
     return 0
 
 
+TOKEN = None  # with --auth: the admin token every request carries
+
+
 def get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+    req = urllib.request.Request(url)
+    if TOKEN:
+        req.add_header("Authorization", "Bearer " + TOKEN)
+    with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.read().decode()
 
 
@@ -47,6 +53,8 @@ def start_controller(args, db, port):
             "--db", db, "--lease-ms", str(args.lease_ms), "--grace-ms", str(args.grace_ms),
             # One simulated user runs a job per node and keeps a backlog besides.
             "--max-jobs-per-user", "0"]
+    if args.auth:
+        argv.append("--auth")
     argv += args.axctld_arg
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(db + ".log", "ab"))
     line = proc.stdout.readline().decode()
@@ -101,10 +109,17 @@ def main():
     p.add_argument("--axctld-arg", action="append", default=[])
     p.add_argument("--no-unchanged", action="store_true",
                    help="agents older than the short sync answer: every answer whole")
+    p.add_argument("--auth", action="store_true",
+                   help="bearer tokens on: the agents and the submitter use one admin token")
     args = p.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="axfleet-")
     db = args.db or os.path.join(tmp, "state.db")
+    global TOKEN
+    if args.auth:
+        TOKEN = subprocess.run([os.path.join(args.build, "axctld"), "token", "create", "--db", db,
+                                "--name", "fleet-%d" % os.getpid(), "--role", "admin"],
+                               check=True, capture_output=True, text=True).stdout.strip()
     ctl, port = start_controller(args, db, 0)
     url = "http://127.0.0.1:%d" % port
     sim = subprocess.Popen([os.path.join(args.build, "bench", "fleetsim"), "--url", url,
@@ -113,7 +128,8 @@ def main():
                             "--rank-max-s", str(args.rank_max_s),
                             "--ramp-per-s", str(args.ramp_per_s),
                             "--lease-ms", str(args.lease_ms), "--warmup-s", str(args.warmup)]
-                           + (["--no-unchanged"] if args.no_unchanged else []),
+                           + (["--no-unchanged"] if args.no_unchanged else [])
+                           + (["--token", TOKEN] if TOKEN else []),
                            stdout=subprocess.PIPE)
     t0 = time.monotonic()
     out = {}

@@ -93,6 +93,7 @@ static struct {
         int lease_ms;
         int warmup_s; /* figures count from then on */
         bool whole_only; /* never ask for the short answer (an older agent) */
+        const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token, or "" */
 } opt = {.warmup_s = 20,
          .nodes = 100,
          .seconds = 60,
@@ -101,7 +102,8 @@ static struct {
          .rank_max_ms = 60000,
          .ramp_per_s = 2000,
          .prefix = "sim",
-         .lease_ms = 5000};
+         .lease_ms = 5000,
+         .auth_header = ""};
 
 static int ep;
 static Agent *agents;
@@ -167,10 +169,10 @@ static int conn_request(Conn *c, const char *path, const char *body) {
         size_t blen = strlen(body);
         free(c->out);
         c->out_len = (size_t) asprintf(&c->out,
-                                       "POST %s HTTP/1.1\r\nHost: %s:%d\r\n"
+                                       "POST %s HTTP/1.1\r\nHost: %s:%d\r\n%s"
                                        "Content-Type: application/json\r\nContent-Length: %zu\r\n"
                                        "\r\n%s",
-                                       path, opt.host, opt.port, blen, body);
+                                       path, opt.host, opt.port, opt.auth_header, blen, body);
         c->out_off = 0;
         c->in_len = 0;
         c->busy = true;
@@ -537,9 +539,10 @@ static void on_signal(int sig) {
 }
 
 static void usage(void) {
-        fprintf(stderr, "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
-                        "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
-                        "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged]\n");
+        fprintf(stderr,
+                "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
+                "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
+                "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--token T]\n");
         exit(2);
 }
 
@@ -556,6 +559,7 @@ int main(int argc, char **argv) {
                 {"lease-ms", required_argument, NULL, 'l'},
                 {"warmup-s", required_argument, NULL, 'w'},
                 {"no-unchanged", no_argument, NULL, 'U'},
+                {"token", required_argument, NULL, 'T'},
                 {NULL, 0, NULL, 0},
         };
         static char host[64];
@@ -596,6 +600,11 @@ int main(int argc, char **argv) {
                         break;
                 case 'U':
                         opt.whole_only = true;
+                        break;
+                case 'T':
+                        if (asprintf((char **) &opt.auth_header, "Authorization: Bearer %s\r\n",
+                                     optarg) < 0)
+                                return 1;
                         break;
                 default:
                         usage();

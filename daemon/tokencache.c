@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+#include "tokencache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "strmap.h"
+#include "util.h"
+
+typedef struct Entry {
+        TokenIdentity id;
+        int64_t read_ms;
+} Entry;
+
+struct TokenCache {
+        StrMap *by_hash; /* -> Entry (owned by entries) */
+        Entry **entries; /* to free them: the map does not iterate */
+        size_t n, cap;
+        StoreTokenStamp stamp; /* the table's, as of the last look */
+        bool stamped; /* stamp holds one */
+        int64_t looked_ms;
+};
+
+static void identity_copy(TokenIdentity *dst, const TokenIdentity *src) {
+        *dst = (TokenIdentity){
+                .role = src->role,
+                .name = src->name ? xstrdup(src->name) : NULL,
+                .projects = json_incref(src->projects),
+                .node = src->node ? xstrdup(src->node) : NULL,
+        };
+}
+
+TokenCache *token_cache_new(void) {
+        TokenCache *c = xcalloc(1, sizeof(TokenCache));
+        c->by_hash = strmap_new();
+        return c;
+}
+
+void token_cache_clear(TokenCache *c) {
+        for (size_t i = 0; i < c->n; i++) {
+                token_identity_clear(&c->entries[i]->id);
+                free(c->entries[i]);
+        }
+        c->n = 0;
+        strmap_free(c->by_hash);
+        c->by_hash = strmap_new();
+}
+
+TokenCache *token_cache_free(TokenCache *c) {
+        if (!c)
+                return NULL;
+        token_cache_clear(c);
+        strmap_free(c->by_hash);
+        free(c->entries);
+        free(c);
+        return NULL;
+}
+
+void token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms) {
+        if (c->stamped && now_ms - c->looked_ms < TOKEN_CACHE_CHECK_MS)
+                return;
+        StoreTokenStamp stamp;
+        bool ok = store_token_stamp(store, &stamp) == 0;
+        if (!ok || !c->stamped || memcmp(&stamp, &c->stamp, sizeof(stamp)) != 0)
+                token_cache_clear(c);
+        c->stamp = stamp;
+        c->stamped = ok;
+        c->looked_ms = now_ms;
+}
+
+bool token_cache_get(TokenCache *c, const char *hash, int64_t now_ms, TokenIdentity *ret) {
+        Entry *e = strmap_get(c->by_hash, hash);
+        if (!e || now_ms - e->read_ms >= TOKEN_CACHE_TTL_MS)
+                return false;
+        identity_copy(ret, &e->id);
+        return true;
+}
+
+void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, int64_t now_ms) {
+        Entry *e = strmap_get(c->by_hash, hash);
+        if (e)
+                token_identity_clear(&e->id);
+        else {
+                if (c->n == TOKEN_CACHE_MAX)
+                        token_cache_clear(c);
+                if (c->n == c->cap) {
+                        c->cap = c->cap ? 2 * c->cap : 64;
+                        c->entries = xrealloc(c->entries, c->cap * sizeof(Entry *));
+                }
+                e = xcalloc(1, sizeof(Entry));
+                c->entries[c->n++] = e;
+                strmap_put(c->by_hash, hash, e);
+        }
+        identity_copy(&e->id, id);
+        e->read_ms = now_ms;
+}

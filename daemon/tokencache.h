@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The identities of tokens read from the store lately, by token hash. Every request
+ * with authentication on names a token, and at 10,000 agents syncing each second a
+ * store lookup per request took a third of the fleet's rank starts on SQLite, and
+ * would be a network round trip each on PostgreSQL. `axctld token` creates, revokes and
+ * deletes tokens from another process, so the cache looks at the table's stamp
+ * (store_token_stamp) at most every TOKEN_CACHE_CHECK_MS and forgets everything when it
+ * changed: a revocation takes effect within that time. Rows edited by hand (a token's
+ * projects) change no stamp; they take effect when the identity is TOKEN_CACHE_TTL_MS
+ * old. Only tokens the store knew are kept: a client sending unknown tokens costs a
+ * lookup each, as before, and cannot fill the cache.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tokens.h"
+
+#define TOKEN_CACHE_CHECK_MS 100
+#define TOKEN_CACHE_TTL_MS 60000
+/* Beyond this many the cache starts over (a fleet's agents and its users fit). */
+#define TOKEN_CACHE_MAX 100000
+
+typedef struct TokenCache TokenCache;
+
+TokenCache *token_cache_new(void);
+TokenCache *token_cache_free(TokenCache *c);
+/* A copy of the identity read for hash less than TOKEN_CACHE_TTL_MS before now_ms (the
+ * monotonic clock); false when there is none. */
+bool token_cache_get(TokenCache *c, const char *hash, int64_t now_ms, TokenIdentity *ret);
+/* Keeps a copy of id, read from the store at now_ms. */
+void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, int64_t now_ms);
+/* Forgets every identity if the token table changed since the last look (or the look
+ * failed); looks at most every TOKEN_CACHE_CHECK_MS. */
+void token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms);
+void token_cache_clear(TokenCache *c);
