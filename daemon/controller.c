@@ -329,7 +329,9 @@ int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret) {
         /* The table is the truth: `axctld token revoke` takes effect once the cache has
          * seen the table change, within TOKEN_CACHE_CHECK_MS. */
         int64_t now = util_now_ms();
-        token_cache_revalidate(ctl->tokens, ctl->store, now);
+        r = token_cache_revalidate(ctl->tokens, ctl->store, now);
+        if (r < 0)
+                return r;
         if (token_cache_get(ctl->tokens, hash, now, ret))
                 return 0;
         r = store_token_find(ctl->store, hash, token_found, ret);

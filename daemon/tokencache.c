@@ -56,16 +56,17 @@ TokenCache *token_cache_free(TokenCache *c) {
         return NULL;
 }
 
-void token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms) {
+int token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms) {
         if (c->stamped && now_ms - c->looked_ms < TOKEN_CACHE_CHECK_MS)
-                return;
+                return 0;
         StoreTokenStamp stamp;
-        bool ok = store_token_stamp(store, &stamp) == 0;
-        if (!ok || !c->stamped || memcmp(&stamp, &c->stamp, sizeof(stamp)) != 0)
+        int r = store_token_stamp(store, &stamp);
+        if (r < 0 || !c->stamped || memcmp(&stamp, &c->stamp, sizeof(stamp)) != 0)
                 token_cache_clear(c);
         c->stamp = stamp;
-        c->stamped = ok;
+        c->stamped = r == 0;
         c->looked_ms = now_ms;
+        return r;
 }
 
 bool token_cache_get(TokenCache *c, const char *hash, int64_t now_ms, TokenIdentity *ret) {

@@ -2,7 +2,7 @@
 /*
  * The identities of tokens read from the store lately, by token hash. Every request
  * with authentication on names a token, and at 10,000 agents syncing each second a
- * store lookup per request took a third of the fleet's rank starts on SQLite, and
+ * store lookup per request took a quarter of the fleet's rank starts on SQLite, and
  * would be a network round trip each on PostgreSQL. `axctld token` creates, revokes and
  * deletes tokens from another process, so the cache looks at the table's stamp
  * (store_token_stamp) at most every TOKEN_CACHE_CHECK_MS and forgets everything when it
@@ -32,7 +32,7 @@ TokenCache *token_cache_free(TokenCache *c);
 bool token_cache_get(TokenCache *c, const char *hash, int64_t now_ms, TokenIdentity *ret);
 /* Keeps a copy of id, read from the store at now_ms. */
 void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, int64_t now_ms);
-/* Forgets every identity if the token table changed since the last look (or the look
- * failed); looks at most every TOKEN_CACHE_CHECK_MS. */
-void token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms);
+/* Forgets every identity if the token table changed since the last look; looks at most
+ * every TOKEN_CACHE_CHECK_MS. A failed look forgets them too and returns its error. */
+int token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms);
 void token_cache_clear(TokenCache *c);

@@ -216,8 +216,10 @@ static const char *const statement_sql[_STMT_MAX] = {
                                " FROM token WHERE hash = ? AND revoked_ms IS NULL",
         [STMT_TOKEN_REVOKE] =
                 "UPDATE token SET revoked_ms = ? WHERE name = ? AND revoked_ms IS NULL",
-        [STMT_TOKEN_STAMP] = "SELECT count(*), count(revoked_ms), coalesce(max(created_ms), 0),"
-                             " coalesce(max(revoked_ms), 0) FROM token",
+        /* Sums, not maxima: a token revoked and created again under its name between two
+         * looks changes them whatever the clocks of the hosts that ran `axctld token`. */
+        [STMT_TOKEN_STAMP] = "SELECT count(*), count(revoked_ms), coalesce(sum(created_ms), 0),"
+                             " coalesce(sum(revoked_ms), 0) FROM token",
         [STMT_GOODPUT_PUT] =
                 "INSERT INTO job_goodput (job, project, created_ms, finished_ms, accelerators,"
                 " " GOODPUT_BUCKET_COLUMNS ", interruptions, rank_ms)"

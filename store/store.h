@@ -175,7 +175,7 @@ int store_token_find(Store *store, const char *hash, StoreTokenFn fn, void *user
 /* Changes whenever a token is created, revoked or deleted: whoever keeps identities read
  * from the table (daemon/tokencache.h) compares it to know when they may be stale. */
 typedef struct StoreTokenStamp {
-        int64_t tokens, revoked, last_created_ms, last_revoked_ms;
+        int64_t tokens, revoked, created_ms_sum, revoked_ms_sum;
 } StoreTokenStamp;
 int store_token_stamp(Store *store, StoreTokenStamp *ret);
 int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata);

@@ -750,6 +750,34 @@ static void test_concurrent_migration(void) {
         CHECK_STR(version, "11\n");
 }
 
+/* The token table's stamp changes with every create and revoke, also a revoke and a
+ * create of the same name whose clock ran behind the newest token's. */
+static void test_token_stamp(void) {
+        _cleanup_free_ char *target = fresh_target("tokens");
+        Store *s;
+        CHECK_INT(store_open(target, &s), 0);
+        StoreTokenStamp empty, one, two, revoked, rotated;
+        CHECK_INT(store_token_stamp(s, &empty), 0);
+        CHECK_INT(empty.tokens, 0);
+        StoreToken t = {.name = "bob", .hash = "hb", .role = "admin", .created_ms = 300};
+        CHECK_INT(store_token_insert(s, &t), 0);
+        CHECK_INT(store_token_stamp(s, &one), 0);
+        CHECK(memcmp(&one, &empty, sizeof(one)) != 0);
+        t = (StoreToken){.name = "alice", .hash = "ha1", .role = "user", .created_ms = 100};
+        CHECK_INT(store_token_insert(s, &t), 0);
+        CHECK_INT(store_token_stamp(s, &two), 0);
+        CHECK(memcmp(&two, &one, sizeof(two)) != 0);
+        CHECK_INT(store_token_revoke(s, "alice", 200), 0);
+        CHECK_INT(store_token_stamp(s, &revoked), 0);
+        CHECK(memcmp(&revoked, &two, sizeof(two)) != 0);
+        t = (StoreToken){.name = "alice", .hash = "ha2", .role = "user", .created_ms = 50};
+        CHECK_INT(store_token_insert(s, &t), 0); /* takes the revoked row's place */
+        CHECK_INT(store_token_stamp(s, &rotated), 0);
+        CHECK(memcmp(&rotated, &two, sizeof(two)) != 0);
+        CHECK(memcmp(&rotated, &revoked, sizeof(two)) != 0);
+        store_close(s);
+}
+
 int main(void) {
         _cleanup_free_ char *dir = check_tmpdir("axctl-store");
         scratch_dir = dir;
@@ -761,6 +789,7 @@ int main(void) {
         test_jobs_load_cutoff();
         test_jobs_load_every_unended_state();
         test_goodput();
+        test_token_stamp();
         _cleanup_free_ char *lead = fresh_target("lead");
         test_leadership(lead);
         test_display();
