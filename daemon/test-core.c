@@ -1131,6 +1131,28 @@ static void test_token_cache(void) {
         CHECK(!token_cache_get(c, "hb", 10300, &got));
         store_close(store);
         token_cache_free(c);
+
+        /* Through the controller: an unknown token is refused and never kept (a client
+         * sending random ones cannot grow the cache); a known one is kept. */
+        Controller *ctl = controller("token-cache");
+        char *token = NULL, known[TOKEN_HASH_HEX], unknown[TOKEN_HASH_HEX];
+        CHECK_INT(token_generate(&token), 0);
+        CHECK_INT(token_hash(token, known), 0);
+        CHECK_INT(token_hash("axt_not-a-token", unknown), 0);
+        CHECK_INT(store_token_insert(ctl->store, &(StoreToken){.name = "carol",
+                                                               .hash = known,
+                                                               .role = "admin",
+                                                               .created_ms = 1}),
+                  0);
+        CHECK_INT(ctl_token_identify(ctl, "axt_not-a-token", &got), -EACCES);
+        CHECK(!token_cache_get(ctl->tokens, unknown, util_now_ms(), &got));
+        CHECK_INT(ctl_token_identify(ctl, token, &got), 0);
+        CHECK_STR(got.name, "carol");
+        token_identity_clear(&got);
+        CHECK(token_cache_get(ctl->tokens, known, util_now_ms(), &got));
+        token_identity_clear(&got);
+        free(token);
+        ctl_free(ctl);
 }
 
 int main(void) {
