@@ -4,6 +4,9 @@
  * extern and one line in the table below. Order matters where two could find the same
  * thing: a failure rule outranks the plain exit it explains, and an exit its hang.
  */
+#include <stddef.h>
+#include <string.h>
+
 #include "health.h"
 
 extern const HealthDetector health_detector_failure_rule;
@@ -27,11 +30,22 @@ const HealthDetector *const health_detectors[] = {
         NULL,
 };
 
+/*
+ * A blank finding for the next detector. The detail (4 KiB, to hold a node's whole health
+ * reason) is only emptied: every detector that finds something writes it whole, and this
+ * runs for every rank of every sync, where zeroing it eight times was 2 % of the loop.
+ */
+static void finding_reset(HealthFinding *f) {
+        memset(f, 0, offsetof(HealthFinding, detail));
+        f->exit_code = -1;
+        f->node_state = _NODE_STATE_INVALID;
+        f->rule = _FAILRULE_ACTION_INVALID;
+        f->detail[0] = '\0';
+}
+
 bool health_detect(const HealthSeen *seen, HealthFinding *ret) {
         for (int i = 0; health_detectors[i]; i++) {
-                *ret = (HealthFinding){.exit_code = -1,
-                                       .node_state = _NODE_STATE_INVALID,
-                                       .rule = _FAILRULE_ACTION_INVALID};
+                finding_reset(ret);
                 if (health_detectors[i]->detect(seen, ret))
                         return true;
         }
