@@ -26,6 +26,7 @@
 #include "longpoll.h"
 #include "metrics.h"
 #include "routes.h"
+#include "syncmemo.h"
 #include "util.h"
 #include "views.h"
 #include "wire.h"
@@ -97,6 +98,7 @@ typedef struct Connection {
         /* The node its agent requests speak for: counted in Api.agent_connections and
          * in that node's count. NULL: no agent request yet. */
         char *node;
+        SyncMemo *sync_memo; /* its last sync body, decoded */
 } Connection;
 
 struct Api {
@@ -116,6 +118,7 @@ struct Api {
         uint64_t answers[_ROUTE_MAX + 1][6];
         Histogram latency[_ROUTE_MAX + 1];
         uint64_t sync_answers[2]; /* whole, unchanged */
+        uint64_t sync_reports[2]; /* parsed, repeated (the connection's last, decoded then) */
         /* Connections that agents hold, and how many they may: the rest are the API
          * users' reserve. */
         unsigned agent_connections, agent_connection_limit;
@@ -619,10 +622,14 @@ static bool agent_turned_away(Api *api, Request *req, const char *why) {
  * the API users' reserve, and one agent (with its node's token) cannot take the fleet's.
  * Called once the node is known to be the token's.
  */
-static bool agent_admitted(Api *api, Request *req, struct MHD_Connection *con, const char *node) {
+static Connection *connection_of(struct MHD_Connection *con) {
         const union MHD_ConnectionInfo *info =
                 MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        Connection *c = info ? info->socket_context : NULL;
+        return info ? info->socket_context : NULL;
+}
+
+static bool agent_admitted(Api *api, Request *req, struct MHD_Connection *con, const char *node) {
+        Connection *c = connection_of(con);
         if (!c || (c->node && strcmp(c->node, node) == 0))
                 return true;
         agent_connection_release(api, c);
@@ -718,34 +725,46 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
         }
         req->applied_version = (uint64_t) version;
         req->accepts_unchanged = wire_accepts(query(con, "accept"), WIRE_ACCEPT_UNCHANGED);
-        json_t *j = parse_body(req);
-        if (!j)
-                return false;
-        WireSync msg;
-        JsonError jerr = {0};
+        /* The same bytes as this connection's last sync: the same report, decoded then. */
+        Connection *c = connection_of(con);
+        const WireSync *msg = sync_memo_get(c ? c->sync_memo : NULL, req->body, req->len);
+        WireSync parsed = {0};
+        json_t *j = NULL;
+        if (!msg) {
+                JsonError jerr = {0};
+                if (!(j = parse_body(req)))
+                        return false;
+                if (wire_sync_parse(j, &parsed, &jerr) < 0) {
+                        request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
+                        json_decref(j);
+                        return false;
+                }
+                msg = &parsed;
+        }
+        api->sync_reports[msg != &parsed]++;
         bool wait = false;
-        if (wire_sync_parse(j, &msg, &jerr) < 0)
-                request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
-        else if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
-                 !util_streq_ptr(req->who.node, msg.node)) {
+        if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
+            !util_streq_ptr(req->who.node, msg->node)) {
                 request_set_forbidden(req, "sync for another node");
-                wire_sync_clear(&msg);
-        } else if (!agent_admitted(api, req, con, msg.node)) {
-                wire_sync_clear(&msg);
-        } else {
+        } else if (agent_admitted(api, req, con, msg->node)) {
+                /* Kept only for admitted agents: their connections are bounded. */
+                if (msg == &parsed && c) {
+                        sync_memo_free(c->sync_memo);
+                        c->sync_memo = sync_memo_new(req->body, req->len, &parsed);
+                }
                 /* The first sync since this controller started is answered at once: the
                  * agent's lease still counts from a request sent to the controller before,
                  * and holding this one would spend up to a sync period more of it. */
                 Node *node = NULL;
                 CtlError err = {0};
-                int r = ctl_node_sync(api->ctl, &msg, (uint64_t) version, &node, &err);
+                int r = ctl_node_sync(api->ctl, msg, (uint64_t) version, &node, &err);
                 if (r < 0)
                         request_set_ctl_error(req, &err);
                 else
                         wait = sync_answer_or_hold(api, req, node, wait_ms, (uint64_t) version,
                                                    r > 0);
-                wire_sync_clear(&msg);
         }
+        wire_sync_clear(&parsed);
         json_decref(j);
         return wait;
 }
@@ -797,6 +816,15 @@ static void handle_nodes(Api *api, Request *req) {
         answer_stream_close(req, &a, NULL);
 }
 
+/* A counter split by one label of two values. */
+static void write_two_way_counter(FILE *f, const char *name, const char *help, const char *label,
+                                  const char *const values[2], const uint64_t counts[2]) {
+        metrics_write_header(f, name, "counter", help);
+        for (int i = 0; i < 2; i++)
+                fprintf(f, "%s{%s=\"%s\"} %llu\n", name, label, values[i],
+                        (unsigned long long) counts[i]);
+}
+
 static void handle_metrics(Api *api, Request *req) {
         StreamedAnswer a;
         if (!answer_stream_open(req, &a))
@@ -826,13 +854,14 @@ static void handle_metrics(Api *api, Request *req) {
                          r < _ROUTE_MAX ? api_routes[r].path : "unknown");
                 metrics_write_histogram(f, "axctl_api_request_seconds", labels, &api->latency[r]);
         }
-        metrics_write_header(f, "axctl_agent_sync_answers_total", "counter",
-                             "Answers to agent syncs: the whole desired state, or the short "
-                             "answer that it did not change.");
-        fprintf(f, "axctl_agent_sync_answers_total{body=\"whole\"} %llu\n",
-                (unsigned long long) api->sync_answers[false]);
-        fprintf(f, "axctl_agent_sync_answers_total{body=\"unchanged\"} %llu\n",
-                (unsigned long long) api->sync_answers[true]);
+        write_two_way_counter(f, "axctl_agent_sync_answers_total",
+                              "Answers to agent syncs: the whole desired state, or the short "
+                              "answer that it did not change.",
+                              "body", (const char *[]){"whole", "unchanged"}, api->sync_answers);
+        write_two_way_counter(f, "axctl_agent_sync_reports_total",
+                              "Agent sync bodies: parsed, or the same bytes as the connection's "
+                              "last one, whose decoding was kept.",
+                              "decoded", (const char *[]){"parsed", "repeated"}, api->sync_reports);
         metrics_write_header(f, "axctl_agent_connections", "gauge",
                              "Connections agents hold; they may hold up to "
                              "axctl_agent_connections_limit, the rest are kept for API users.");
@@ -944,8 +973,10 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
                 return;
         }
         Connection *c = *socket_context;
-        if (c)
+        if (c) {
                 agent_connection_release(api, c);
+                sync_memo_free(c->sync_memo);
+        }
         free(c);
         *socket_context = NULL;
 }

@@ -91,6 +91,21 @@ def node_lost_total(url):
     return int(m.group(1)) if m else 0
 
 
+LOOP_HISTOGRAMS = {"pass": "axctl_scheduler_pass_seconds", "commit": "axctl_db_commit_seconds",
+                   "turn": "axctl_loop_turn_seconds"}
+
+
+def loop_sums(url):
+    """Per loop histogram (scheduling passes, commits, turns that wrote): count and sum."""
+    text = get(url + "/metrics")
+    sums = {}
+    for key, name in LOOP_HISTOGRAMS.items():
+        c = re.search(r"^%s_count (\S+)" % name, text, re.M)
+        s = re.search(r"^%s_sum (\S+)" % name, text, re.M)
+        sums[key] = (float(c.group(1)) if c else 0.0, float(s.group(1)) if s else 0.0)
+    return sums
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--nodes", type=int, default=1000)
@@ -109,6 +124,8 @@ def main():
     p.add_argument("--axctld-arg", action="append", default=[])
     p.add_argument("--no-unchanged", action="store_true",
                    help="agents older than the short sync answer: every answer whole")
+    p.add_argument("--step-s", type=float, default=0,
+                   help="ranks report a step that grows every this many seconds (else 1)")
     p.add_argument("--auth", action="store_true",
                    help="bearer tokens on: the agents and the submitter use one admin token")
     args = p.parse_args()
@@ -129,6 +146,7 @@ def main():
                             "--ramp-per-s", str(args.ramp_per_s),
                             "--lease-ms", str(args.lease_ms), "--warmup-s", str(args.warmup)]
                            + (["--no-unchanged"] if args.no_unchanged else [])
+                           + (["--step-s", str(args.step_s)] if args.step_s else [])
                            + (["--token", TOKEN] if TOKEN else []),
                            stdout=subprocess.PIPE)
     t0 = time.monotonic()
@@ -136,10 +154,12 @@ def main():
     time.sleep(args.warmup)
     cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
     lost_before = node_lost_total(url)
+    loop0 = loop_sums(url)
     if args.restart_at:
         time.sleep(max(0, args.restart_at - (time.monotonic() - t0)))
         ctl, killed, out["restart_serving_s"] = sigkill_and_restart(ctl, args, db, port, url, 30)
         cpu0, w0, lost_before = 0.0, killed, 0
+        loop0 = {key: (0.0, 0.0) for key in LOOP_HISTOGRAMS}
     remaining = args.seconds - (time.monotonic() - t0) - 1
     if remaining > 0:
         time.sleep(remaining)
@@ -147,10 +167,19 @@ def main():
     out["controller_cpu"] = round((cpu1 - cpu0) / (w1 - w0), 3)
     out["controller_rss_mb"] = round(rss_mb(ctl.pid), 1)
     out["node_lost_restarts"] = node_lost_total(url) - lost_before
+    loop1 = loop_sums(url)
+    for key in LOOP_HISTOGRAMS:  # how many per second, and their mean length
+        n, s = loop1[key][0] - loop0[key][0], loop1[key][1] - loop0[key][1]
+        out["%ss_per_s" % key] = round(n / (w1 - w0), 1)
+        out["%s_mean_ms" % key] = round(1000 * s / n, 2) if n else None
     m = re.search(r'axctl_nodes\{state="down"\} (\d+)', get(url + "/metrics"))
     out["nodes_down"] = int(m.group(1)) if m else 0
     out["whole_answers"] = sum(int(n) for n in re.findall(
         r'axctl_agent_sync_answers_total\{body="whole"\} (\d+)', get(url + "/metrics")))
+    reports = dict(re.findall(r'axctl_agent_sync_reports_total\{decoded="(\w+)"\} (\d+)',
+                              get(url + "/metrics")))
+    parsed, repeated = int(reports.get("parsed", 0)), int(reports.get("repeated", 0))
+    out["repeated_reports"] = round(repeated / (parsed + repeated), 3) if parsed + repeated else None
     health = json.loads(get(url + "/healthz"))
     out["ready_nodes"] = health.get("ready_nodes")
     simout = sim.communicate(timeout=60)[0].decode()

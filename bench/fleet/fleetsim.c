@@ -7,11 +7,13 @@
  * connection. Ranks "run" for a random time and exit 0. A submitter keeps a backlog of
  * 8-rank jobs waiting. Agents that hear nothing for a lease fence their ranks, as the
  * real supervisors do, and are counted. Agents take the short "unchanged" answer, as
- * axagent does, unless --no-unchanged makes them agents older than it.
+ * axagent does, unless --no-unchanged makes them agents older than it. Ranks report step 1
+ * throughout, or, with --step-s, a step that grows every that many seconds from their
+ * start (the ranks of a job started together step together, as data-parallel training).
  *
  *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
  *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
- *            [--no-unchanged]
+ *            [--no-unchanged] [--step-s T] [--token T]
  *
  * Prints one JSON object of figures on stdout when done (or on SIGINT/SIGTERM).
  */
@@ -42,6 +44,7 @@
 typedef struct SimRank {
         int64_t job;
         int attempt, rank;
+        int64_t start_ms;
         int64_t end_ms; /* when it exits on its own */
         bool exited;
         bool listed; /* in the last whole answer: what an unchanged one means */
@@ -93,6 +96,7 @@ static struct {
         int lease_ms;
         int warmup_s; /* figures count from then on */
         bool whole_only; /* never ask for the short answer (an older agent) */
+        int step_ms; /* a rank's step grows every step_ms; 0: it stays 1 */
         const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token, or "" */
 } opt = {.warmup_s = 20,
          .nodes = 100,
@@ -199,6 +203,10 @@ static void agent_init(Agent *a, int i) {
         a->next_end_ms = INT64_MAX;
 }
 
+static json_int_t rank_step(const SimRank *r) {
+        return opt.step_ms > 0 ? 1 + (now_ms() - r->start_ms) / opt.step_ms : 1;
+}
+
 static void agent_send(Agent *a) {
         json_t *body;
         char path[128];
@@ -229,7 +237,7 @@ static void agent_send(Agent *a) {
                         json_t *o = json_pack("{s:I,s:i,s:i,s:s,s:i,s:I}", "job",
                                               (json_int_t) r->job, "attempt", r->attempt, "rank",
                                               r->rank, "state", r->exited ? "exited" : "running",
-                                              "pid", 1000 + i, "step", (json_int_t) 1);
+                                              "pid", 1000 + i, "step", rank_step(r));
                         if (r->exited) {
                                 urgent = true;
                                 if (r->signal)
@@ -312,6 +320,7 @@ static void agent_apply(Agent *a, json_t *ans, int64_t now) {
                         (SimRank){.job = job,
                                   .attempt = attempt,
                                   .rank = rank,
+                                  .start_ms = now,
                                   .end_ms = now + opt.rank_min_ms + (span > 0 ? rand() % span : 0)};
                 listed[a->n_ranks++] = true;
                 n_rank_starts++;
@@ -539,10 +548,10 @@ static void on_signal(int sig) {
 }
 
 static void usage(void) {
-        fprintf(stderr,
-                "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
-                "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
-                "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--token T]\n");
+        fprintf(stderr, "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
+                        "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
+                        "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--step-s T] "
+                        "[--token T]\n");
         exit(2);
 }
 
@@ -560,6 +569,7 @@ int main(int argc, char **argv) {
                 {"warmup-s", required_argument, NULL, 'w'},
                 {"no-unchanged", no_argument, NULL, 'U'},
                 {"token", required_argument, NULL, 'T'},
+                {"step-s", required_argument, NULL, 'S'},
                 {NULL, 0, NULL, 0},
         };
         static char host[64];
@@ -597,6 +607,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'w':
                         opt.warmup_s = atoi(optarg);
+                        break;
+                case 'S':
+                        opt.step_ms = (int) (atof(optarg) * 1000);
                         break;
                 case 'U':
                         opt.whole_only = true;

@@ -14,8 +14,13 @@
   held sync was answered late) asks for no hold, and news (a rank that ended) does not
   make it drop a long-poll that is late rather than held: that one's answer renews the
   lease, and a new request would queue behind the rest of a restarted fleet's.
+- A sync body that repeats the connection's last one byte for byte is not parsed again
+  (its decoding was kept), and is handled as before: a change after repeats is seen,
+  and other bytes are parsed and checked as ever.
 """
 
+import http.client
+import json
 import os
 import re
 import signal
@@ -30,6 +35,14 @@ def sync_answers(c):
     text = c.api_ok("GET", "/metrics")
     found = dict(re.findall(r'^axctl_agent_sync_answers_total\{body="(\w+)"\} (\d+)$', text, re.M))
     return {body: int(found.get(body, 0)) for body in ("whole", "unchanged")}
+
+
+def sync_reports(c):
+    """The controller's count of sync bodies: {"parsed": n, "repeated": n}."""
+    text = c.api_ok("GET", "/metrics")
+    found = dict(re.findall(r'^axctl_agent_sync_reports_total\{decoded="(\w+)"\} (\d+)$',
+                            text, re.M))
+    return {how: int(found.get(how, 0)) for how in ("parsed", "repeated")}
 
 
 def cpu_seconds(pid):
@@ -51,6 +64,9 @@ class SyncAnswerTest(axtest.ClusterTestCase):
     def test_agent_keeps_its_ranks_on_short_answers_and_sees_changes(self):
         # A short lease, so that a lease not renewed by short answers would show.
         c = self.start_cluster(1, lease_ms=2000, grace_ms=500)
+        # An idle agent's syncs repeat byte for byte: the controller parses them once.
+        axtest.wait_for(lambda: sync_reports(c)["repeated"] >= 2, 10,
+                        "the idle agent's sync bodies repeated")
         job = c.work_job("steady", steps=100000, step_ms=50, checkpoint_every=1000)
         job.id = c.submit(job.spec)["id"]
         pid = c.wait_running(job.id)[0]["pid"]
@@ -244,6 +260,59 @@ class SyncAnswerTest(axtest.ClusterTestCase):
         ans = sync("wait_ms=0&version=%d&accept=unchanged" % v2)
         self.assertGreater(ans["version"], v2)
         self.assertEqual(ans["ranks"], [])
+
+    def test_a_repeated_sync_body_is_decoded_once_and_handled_as_ever(self):
+        c = self.start_cluster(0)
+        body = register_by_hand(c, "memo1", "b" * 32)
+        # One keep-alive connection, as an agent's: the memo is the connection's.
+        conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
+        self.addCleanup(conn.close)
+
+        def sync(raw):
+            conn.request("POST", "/v1/agent/sync?wait_ms=0&version=0", raw,
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+
+        def counted(raw, how):
+            before = sync_reports(c)
+            status, ans = sync(raw)
+            after = sync_reports(c)
+            self.assertEqual({k: after[k] - before[k] for k in after},
+                             {"parsed": int(how == "parsed"), "repeated": int(how == "repeated")},
+                             raw)
+            return status, ans
+
+        idle = json.dumps(body).encode()
+        self.assertEqual(counted(idle, "parsed")[0], 200)
+        self.assertEqual(counted(idle, "repeated")[0], 200)
+
+        # A rank placed here, reported running three times: parsed once.
+        job = c.submit({"name": "memo", "command": ["sleep", "300"], "ranks": 1})
+        placed = axtest.wait_for(lambda: (lambda a: a["ranks"] or None)(sync(idle)[1]), 10,
+                                 "the rank in an answer")[0]
+        rank = {"job": job["id"], "attempt": placed["attempt"], "rank": placed["rank"],
+                "pid": 4242, "step": 3}
+        running = json.dumps(dict(body, ranks=[dict(rank, state="running")])).encode()
+        counted(running, "parsed")
+        for _ in range(2):
+            self.assertEqual(counted(running, "repeated")[0], 200)
+        view = c.job(job["id"])
+        self.assertEqual((view["state"], view["ranks"][0]["pid"]), ("running", 4242))
+
+        # Bytes that differ from the kept ones are parsed and checked: a body with junk
+        # after the same JSON, then a report for a node this connection is not.
+        status, ans = counted(running + b"x", "none")
+        self.assertEqual((status, ans["error"]["code"]), (400, "bad_json"))
+        status, ans = counted(json.dumps(dict(body, node="nosuch")).encode(), "parsed")
+        self.assertEqual(status, 404, ans)
+
+        # After the repeats, the exit is seen: the job succeeds.
+        exited = json.dumps(dict(body, ranks=[dict(rank, state="exited", exit_code=0)]))
+        self.assertEqual(counted(exited.encode(), "parsed")[0], 200)
+        self.assertEqual(c.wait_job(job["id"])["state"], "succeeded")
+        self.assertEqual(counted(exited.encode(), "repeated")[0], 200)
+        self.assertEqual(c.job(job["id"])["state"], "succeeded")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/* A connection's last sync body and its decoding; see syncmemo.h. */
+#include "syncmemo.h"
+
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct SyncMemo {
+        WireSync sync; /* its arrays and strings point into this allocation */
+        size_t len;
+        char *body; /* len bytes */
+};
+
+const WireSync *sync_memo_get(const SyncMemo *m, const char *body, size_t len) {
+        if (!m || !body || m->len != len || memcmp(m->body, body, len) != 0)
+                return NULL;
+        return &m->sync;
+}
+
+static size_t str_size(const char *s) {
+        return s ? strlen(s) + 1 : 0;
+}
+
+/* Copies s (NULL stays NULL) to *at and moves *at past it. */
+static const char *str_copy(char **at, const char *s) {
+        if (!s)
+                return NULL;
+        size_t n = strlen(s) + 1;
+        char *copy = memcpy(*at, s, n);
+        *at += n;
+        return copy;
+}
+
+SyncMemo *sync_memo_new(const char *body, size_t len, const WireSync *sync) {
+        if (len > SYNC_MEMO_MAX_BODY)
+                return NULL;
+        /* Layout: the memo, the rank reports, the checkpoints, then bytes: body and strings. */
+        size_t ranks = (size_t) sync->n_ranks * sizeof(WireRankReport);
+        size_t ckpts = (size_t) sync->n_checkpoints * sizeof(WireCheckpoint);
+        size_t bytes = len + str_size(sync->node) + str_size(sync->boot_id) +
+                       str_size(sync->agent_id) + str_size(sync->health_reason);
+        for (int i = 0; i < sync->n_ranks; i++)
+                bytes += str_size(sync->ranks[i].log_tail);
+        for (int i = 0; i < sync->n_checkpoints; i++)
+                bytes += str_size(sync->checkpoints[i].path);
+        _Static_assert(sizeof(SyncMemo) % alignof(WireRankReport) == 0 &&
+                               sizeof(WireRankReport) % alignof(WireCheckpoint) == 0,
+                       "the arrays follow the memo aligned");
+        SyncMemo *m = xmalloc(sizeof(SyncMemo) + ranks + ckpts + bytes);
+        WireRankReport *rank_reports = (WireRankReport *) (m + 1);
+        WireCheckpoint *checkpoints = (WireCheckpoint *) ((char *) rank_reports + ranks);
+        char *at = (char *) checkpoints + ckpts;
+        m->len = len;
+        m->body = memcpy(at, body, len);
+        at += len;
+        m->sync = (WireSync){.node = str_copy(&at, sync->node),
+                             .boot_id = str_copy(&at, sync->boot_id),
+                             .agent_id = str_copy(&at, sync->agent_id),
+                             .ranks = rank_reports,
+                             .n_ranks = sync->n_ranks,
+                             .checkpoints = checkpoints,
+                             .n_checkpoints = sync->n_checkpoints,
+                             .healthy = sync->healthy,
+                             .health_reason = str_copy(&at, sync->health_reason)};
+        for (int i = 0; i < sync->n_ranks; i++) {
+                rank_reports[i] = sync->ranks[i];
+                rank_reports[i].log_tail = str_copy(&at, sync->ranks[i].log_tail);
+        }
+        for (int i = 0; i < sync->n_checkpoints; i++) {
+                checkpoints[i] = sync->checkpoints[i];
+                checkpoints[i].path = str_copy(&at, sync->checkpoints[i].path);
+        }
+        return m;
+}
+
+void sync_memo_free(SyncMemo *m) {
+        free(m);
+}

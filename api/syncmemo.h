@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The last sync body an agent's connection carried, with its decoding. An agent whose
+ * ranks did not change (or made no new step) sends the same bytes every sync period,
+ * and equal bytes decode to the same report: that one is used again instead of parsing
+ * the JSON, the largest single cost of a sync on the loop. Only the decoding is kept;
+ * the checks and the report's effects run for every sync as before.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "wire.h"
+
+/* Bodies larger than this are not kept: a memo costs at most about twice this per agent
+ * connection. A node's report is about 110 bytes per rank without log tails (which only
+ * exits carry, and those are not repeated). */
+#define SYNC_MEMO_MAX_BODY (8 * 1024)
+
+typedef struct SyncMemo SyncMemo;
+
+/* The decoded sync when body holds the same bytes as the memo's; else NULL. */
+const WireSync *sync_memo_get(const SyncMemo *m, const char *body, size_t len);
+/* A memo of body and its decoding (copied, one allocation); NULL when body is too large. */
+SyncMemo *sync_memo_new(const char *body, size_t len, const WireSync *sync);
+void sync_memo_free(SyncMemo *m);
