@@ -741,12 +741,12 @@ static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                 }
                 msg = &parsed;
         }
-        api->sync_reports[msg != &parsed]++;
         bool wait = false;
         if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
             !util_streq_ptr(req->who.node, msg->node)) {
                 request_set_forbidden(req, "sync for another node");
         } else if (agent_admitted(api, req, con, msg->node)) {
+                api->sync_reports[msg != &parsed]++;
                 /* Kept only for admitted agents: their connections are bounded. */
                 if (msg == &parsed && c) {
                         sync_memo_free(c->sync_memo);
@@ -859,8 +859,8 @@ static void handle_metrics(Api *api, Request *req) {
                               "answer that it did not change.",
                               "body", (const char *[]){"whole", "unchanged"}, api->sync_answers);
         write_two_way_counter(f, "axctl_agent_sync_reports_total",
-                              "Agent sync bodies: parsed, or the same bytes as the connection's "
-                              "last one, whose decoding was kept.",
+                              "Admitted agent syncs' bodies: parsed, or the same bytes as the "
+                              "connection's last one, whose decoding was kept.",
                               "decoded", (const char *[]){"parsed", "repeated"}, api->sync_reports);
         metrics_write_header(f, "axctl_agent_connections", "gauge",
                              "Connections agents hold; they may hold up to "

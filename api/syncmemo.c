@@ -47,8 +47,14 @@ SyncMemo *sync_memo_new(const char *body, size_t len, const WireSync *sync) {
         for (int i = 0; i < sync->n_checkpoints; i++)
                 bytes += str_size(sync->checkpoints[i].path);
         _Static_assert(sizeof(SyncMemo) % alignof(WireRankReport) == 0 &&
+                               sizeof(SyncMemo) % alignof(WireCheckpoint) == 0 &&
                                sizeof(WireRankReport) % alignof(WireCheckpoint) == 0,
                        "the arrays follow the memo aligned");
+        /* The copies below start from the structs and replace their pointers: a pointer
+         * added to them must be copied here too, or it would point into the freed JSON. */
+        _Static_assert(sizeof(WireSync) == 64 && sizeof(WireRankReport) == 64 &&
+                               sizeof(WireCheckpoint) == 32,
+                       "a sync struct changed: update sync_memo_new");
         SyncMemo *m = xmalloc(sizeof(SyncMemo) + ranks + ckpts + bytes);
         WireRankReport *rank_reports = (WireRankReport *) (m + 1);
         WireCheckpoint *checkpoints = (WireCheckpoint *) ((char *) rank_reports + ranks);
@@ -56,15 +62,13 @@ SyncMemo *sync_memo_new(const char *body, size_t len, const WireSync *sync) {
         m->len = len;
         m->body = memcpy(at, body, len);
         at += len;
-        m->sync = (WireSync){.node = str_copy(&at, sync->node),
-                             .boot_id = str_copy(&at, sync->boot_id),
-                             .agent_id = str_copy(&at, sync->agent_id),
-                             .ranks = rank_reports,
-                             .n_ranks = sync->n_ranks,
-                             .checkpoints = checkpoints,
-                             .n_checkpoints = sync->n_checkpoints,
-                             .healthy = sync->healthy,
-                             .health_reason = str_copy(&at, sync->health_reason)};
+        m->sync = *sync;
+        m->sync.node = str_copy(&at, sync->node);
+        m->sync.boot_id = str_copy(&at, sync->boot_id);
+        m->sync.agent_id = str_copy(&at, sync->agent_id);
+        m->sync.health_reason = str_copy(&at, sync->health_reason);
+        m->sync.ranks = rank_reports;
+        m->sync.checkpoints = checkpoints;
         for (int i = 0; i < sync->n_ranks; i++) {
                 rank_reports[i] = sync->ranks[i];
                 rank_reports[i].log_tail = str_copy(&at, sync->ranks[i].log_tail);

@@ -12,9 +12,10 @@
 
 #include "wire.h"
 
-/* Bodies larger than this are not kept: a memo costs at most about twice this per agent
- * connection. A node's report is about 110 bytes per rank without log tails (which only
- * exits carry, and those are not repeated). */
+/* Bodies larger than this are not kept: a memo costs at most about 2.3 times its body
+ * (a decoded rank is 64 bytes, its JSON at least 49) per admitted agent connection. A
+ * node's report is about 110 bytes per rank; log tails (up to 4 KiB) ride only on exited
+ * ranks, which repeat until the controller stops listing them. */
 #define SYNC_MEMO_MAX_BODY (8 * 1024)
 
 typedef struct SyncMemo SyncMemo;

@@ -106,6 +106,7 @@ typedef struct WireCheckpoint {
         const char *path;
 } WireCheckpoint;
 
+/* api/syncmemo.c copies these three structs: a pointer added to them must be added there. */
 typedef struct WireSync {
         const char *node, *boot_id, *agent_id;
         WireRankReport *ranks;

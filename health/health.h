@@ -152,7 +152,9 @@ typedef struct HealthFinding {
         int signal; /* 0: none */
         FailRuleAction rule; /* the failure rule that decided it; _FAILRULE_ACTION_INVALID */
         bool claimed_by_job; /* FAILURE_NODE on the job's word only: its log matched a rule */
-        char detail[HEALTH_DETAIL_MAX]; /* holds a node's whole health reason */
+        /* Holds a node's whole health reason. Last, and written whole (never appended to)
+         * by the detector that finds something: health_detect only empties it. */
+        char detail[HEALTH_DETAIL_MAX];
 } HealthFinding;
 
 typedef struct HealthDetector {

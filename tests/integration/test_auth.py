@@ -7,6 +7,7 @@ revoked with `axctld token`; hostile input (deep JSON, oversize bodies, many con
 
 import hashlib
 import hmac
+import http.client
 import json
 import os
 import shutil
@@ -162,6 +163,31 @@ class AuthTest(axtest.ClusterTestCase):
             what = "%s %s as %s: %s %s" % (method, path, who, st, ans)
             self.assertEqual(st, 403, what)
             self.assertEqual(ans["error"]["code"], "forbidden", what)
+
+    def test_repeated_sync_bytes_are_checked_against_each_token(self):
+        # The controller keeps a connection's last sync body decoded (api/syncmemo.c):
+        # the same bytes under another token on that connection are checked again.
+        self.tokens["n2"] = token(self.c.db, "--name", "n2-agent", "--role", "agent",
+                                  "--node", "n2")
+        reg = {"node": "n1", "address": "127.0.0.1:9", "inventory": {"cpus": 0}}
+        st, body, _ = self.call("agent", "POST", "/v1/agent/register", reg)
+        self.assertEqual(st, 200, body)
+        conn = http.client.HTTPConnection("127.0.0.1", self.c.port, timeout=10)
+        self.addCleanup(conn.close)
+        n1 = json.dumps({"node": "n1", "ranks": []})
+
+        def sync(who):
+            conn.request("POST", "/v1/agent/sync?wait_ms=0&version=0", n1,
+                         {"Authorization": "Bearer " + self.tokens[who]})
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+
+        for who, status in (("agent", 200), ("agent", 200), ("n2", 403), ("alice", 403),
+                            ("agent", 200), ("n2", 403)):
+            st, ans = sync(who)
+            self.assertEqual(st, status, (who, ans))
+        text = self.call("admin", "GET", "/metrics")[1]
+        self.assertRegex(text, r'axctl_agent_sync_reports_total\{decoded="repeated"\} [1-9]')
 
     def test_revoked_token_is_refused_at_once(self):
         """The controller keeps the identities it read, and looks at the token table's

@@ -45,6 +45,12 @@ def sync_reports(c):
     return {how: int(found.get(how, 0)) for how in ("parsed", "repeated")}
 
 
+def node_last_seen(c, name):
+    """The node's last contact as the controller shows it (ISO 8601 with milliseconds)."""
+    nodes = c.api_ok("GET", "/v1/nodes")["nodes"]
+    return next(n["last_seen"] for n in nodes if n["name"] == name)
+
+
 def cpu_seconds(pid):
     """User and system CPU time of pid so far."""
     with open("/proc/%d/stat" % pid) as f:
@@ -299,6 +305,11 @@ class SyncAnswerTest(axtest.ClusterTestCase):
             self.assertEqual(counted(running, "repeated")[0], 200)
         view = c.job(job["id"])
         self.assertEqual((view["state"], view["ranks"][0]["pid"]), ("running", 4242))
+        # A repeat still counts as contact: the node's last_seen moves with it.
+        seen = node_last_seen(c, "memo1")
+        time.sleep(0.05)
+        self.assertEqual(counted(running, "repeated")[0], 200)
+        self.assertGreater(node_last_seen(c, "memo1"), seen)
 
         # Bytes that differ from the kept ones are parsed and checked: a body with junk
         # after the same JSON, then a report for a node this connection is not.
