@@ -36,7 +36,7 @@ TokenCache *token_cache_new(void) {
         return c;
 }
 
-void token_cache_clear(TokenCache *c) {
+static void token_cache_clear(TokenCache *c) {
         for (size_t i = 0; i < c->n; i++) {
                 token_identity_clear(&c->entries[i]->id);
                 free(c->entries[i]);

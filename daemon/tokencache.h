@@ -35,4 +35,3 @@ void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, i
 /* Forgets every identity if the token table changed since the last look; looks at most
  * every TOKEN_CACHE_CHECK_MS. A failed look forgets them too and returns its error. */
 int token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms);
-void token_cache_clear(TokenCache *c);

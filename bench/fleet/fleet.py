@@ -85,8 +85,8 @@ def sigkill_and_restart(ctl, args, db, port, url, timeout):
     return ctl, killed, round(time.monotonic() - killed, 3)
 
 
-def node_lost_total(url):
-    text = get(url + "/metrics")
+def node_lost_total(text):
+    """Restarts for lost nodes, from the controller's /metrics text."""
     m = re.search(r'axctl_restarts_total\{reason="node_lost"\} (\d+)', text)
     return int(m.group(1)) if m else 0
 
@@ -95,9 +95,8 @@ LOOP_HISTOGRAMS = {"pass": "axctl_scheduler_pass_seconds", "commit": "axctl_db_c
                    "turn": "axctl_loop_turn_seconds"}
 
 
-def loop_sums(url):
+def loop_sums(text):
     """Per loop histogram (scheduling passes, commits, turns that wrote): count and sum."""
-    text = get(url + "/metrics")
     sums = {}
     for key, name in LOOP_HISTOGRAMS.items():
         c = re.search(r"^%s_count (\S+)" % name, text, re.M)
@@ -153,8 +152,8 @@ def main():
     out = {}
     time.sleep(args.warmup)
     cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
-    lost_before = node_lost_total(url)
-    loop0 = loop_sums(url)
+    metrics = get(url + "/metrics")
+    lost_before, loop0 = node_lost_total(metrics), loop_sums(metrics)
     if args.restart_at:
         time.sleep(max(0, args.restart_at - (time.monotonic() - t0)))
         ctl, killed, out["restart_serving_s"] = sigkill_and_restart(ctl, args, db, port, url, 30)
@@ -166,18 +165,19 @@ def main():
     cpu1, w1 = cpu_seconds(ctl.pid), time.monotonic()
     out["controller_cpu"] = round((cpu1 - cpu0) / (w1 - w0), 3)
     out["controller_rss_mb"] = round(rss_mb(ctl.pid), 1)
-    out["node_lost_restarts"] = node_lost_total(url) - lost_before
-    loop1 = loop_sums(url)
+    metrics = get(url + "/metrics")
+    out["node_lost_restarts"] = node_lost_total(metrics) - lost_before
+    loop1 = loop_sums(metrics)
     for key in LOOP_HISTOGRAMS:  # how many per second, and their mean length
         n, s = loop1[key][0] - loop0[key][0], loop1[key][1] - loop0[key][1]
         out["%ss_per_s" % key] = round(n / (w1 - w0), 1)
         out["%s_mean_ms" % key] = round(1000 * s / n, 2) if n else None
-    m = re.search(r'axctl_nodes\{state="down"\} (\d+)', get(url + "/metrics"))
+    m = re.search(r'axctl_nodes\{state="down"\} (\d+)', metrics)
     out["nodes_down"] = int(m.group(1)) if m else 0
     out["whole_answers"] = sum(int(n) for n in re.findall(
-        r'axctl_agent_sync_answers_total\{body="whole"\} (\d+)', get(url + "/metrics")))
+        r'axctl_agent_sync_answers_total\{body="whole"\} (\d+)', metrics))
     reports = dict(re.findall(r'axctl_agent_sync_reports_total\{decoded="(\w+)"\} (\d+)',
-                              get(url + "/metrics")))
+                              metrics))
     parsed, repeated = int(reports.get("parsed", 0)), int(reports.get("repeated", 0))
     out["repeated_reports"] = round(repeated / (parsed + repeated), 3) if parsed + repeated else None
     health = json.loads(get(url + "/healthz"))

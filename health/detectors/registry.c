@@ -30,15 +30,16 @@ const HealthDetector *const health_detectors[] = {
         NULL,
 };
 
+_Static_assert(
+        sizeof(HealthFinding) - offsetof(HealthFinding, detail) - HEALTH_DETAIL_MAX <
+                _Alignof(HealthFinding),
+        "detail must stay HealthFinding's last member: finding_reset clears what is before it");
+
 /*
  * A blank finding for the next detector. The detail (4 KiB, to hold a node's whole health
  * reason) is only emptied: every detector that finds something writes it whole, and this
  * runs for every rank of every sync, where zeroing it eight times was 2 % of the loop.
  */
-_Static_assert(
-        sizeof(HealthFinding) - offsetof(HealthFinding, detail) - HEALTH_DETAIL_MAX <
-                _Alignof(HealthFinding),
-        "detail must stay HealthFinding's last member: finding_reset clears what is before it");
 static void finding_reset(HealthFinding *f) {
         memset(f, 0, offsetof(HealthFinding, detail));
         f->exit_code = -1;
