@@ -226,7 +226,11 @@ class AgentSecurityTest(unittest.TestCase):
         script = ('id -u; echo "HOME=$HOME USER=$USER"; env; '
                   # A child started before any pipe shows the fds the rank got; the
                   # shell's own list would race with the pipe of this very command.
-                  'sleep 5 & p=$!; ls /proc/$p/fd | tr "\\n" " "; echo; kill $p; umask')
+                  # Listed once it runs sleep: between fork and exec the shell opens
+                  # /dev/null for its stdin (as fd 3, then moved to 0).
+                  'sleep 5 & p=$!; n=0; until [ "$(readlink /proc/$p/exe)" = '
+                  '"$(readlink -f "$(command -v sleep)")" ] || [ $n -ge 500 ]; do '
+                  'n=$((n+1)); done; ls /proc/$p/fd | tr "\\n" " "; echo; kill $p; umask')
         self.fake.desired = [self.rank(1, "nobody", script),
                              self.rank(2, "root", "touch %s/pwned" % self.tmp),
                              self.rank(3, "no-such-user-axtest", "true")]
