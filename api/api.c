@@ -126,10 +126,15 @@ struct Api {
         uint64_t agents_turned_away;
 };
 
-static void request_set_answer(Request *req, unsigned status, json_t *body) {
+/* text: a malloc'd JSON body, taken over. */
+static void request_set_answer_text(Request *req, unsigned status, char *text) {
         free(req->answer);
         req->status = status;
-        req->answer = json_dumps(body, JSON_COMPACT);
+        req->answer = text;
+}
+
+static void request_set_answer(Request *req, unsigned status, json_t *body) {
+        request_set_answer_text(req, status, json_dumps(body, JSON_COMPACT));
         json_decref(body);
 }
 
@@ -689,7 +694,7 @@ static void handle_register(Api *api, Request *req, struct MHD_Connection *con) 
 static void request_set_sync_answer(Api *api, Request *req, Node *node) {
         bool unchanged = req->accepts_unchanged && node->version == req->applied_version;
         api->sync_answers[unchanged]++;
-        request_set_answer(req, 200, view_desired(api->ctl, node, unchanged));
+        request_set_answer_text(req, 200, view_desired(api->ctl, node, unchanged));
 }
 
 /*

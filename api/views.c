@@ -124,53 +124,49 @@ json_t *view_event(const StoreEvent *e) {
 
 typedef struct DesiredCtx {
         Controller *ctl;
-        WireSyncAnswer answer;
-        size_t size;
+        JsonWriter w;
+        RankEnv env; /* one for all ranks: each overwrites the last's */
 } DesiredCtx;
 
 static void add_desired(void *userdata, Job *job, Rank *rank) {
+        static const int no_devices[1];
         DesiredCtx *c = userdata;
         JobSpec *spec = job->spec;
-        json_t *argv = json_array();
-        for (int i = 0; i < spec->n_command; i++)
-                json_array_append_new(argv, json_string(spec->command[i]));
-        json_t *devices = json_array();
-        for (int i = 0; i < rank->n_devices; i++)
-                json_array_append_new(devices, json_integer(rank->devices[i]));
-        GROW(c->answer.ranks, c->answer.n_ranks, c->size);
-        c->answer.ranks[c->answer.n_ranks++] = (WireDesiredRank){
-                .key = {job->id, rank->attempt, rank->rank},
-                .argv = argv,
-                .env = ctl_rank_env(c->ctl, job, rank),
-                .workdir = spec->workdir,
-                .user = spec->user,
-                .devices = devices,
-                .accelerator = spec->accelerator,
-                .checkpoint_dir = spec->checkpoint_dir,
-                .hang_timeout_s = spec->hang_timeout_s,
-                .hang_signal = spec->hang_signal,
-                .hang_signal_grace_s = spec->hang_signal_grace_s,
-                .cpus = spec->cpus,
-                .memory_mb = spec->memory_mb,
-        };
+        ctl_rank_env(c->ctl, job, rank, &c->env);
+        wire_desired_rank_write(&c->w,
+                                &(WireDesiredRankOut){
+                                        .key = {job->id, rank->attempt, rank->rank},
+                                        .argv = (const char *const *) spec->command,
+                                        .n_argv = (size_t) spec->n_command,
+                                        .env = c->env.vars,
+                                        .n_env = c->env.n_vars,
+                                        /* [] for none: null would mean unset */
+                                        .devices = rank->devices ? rank->devices : no_devices,
+                                        .n_devices = (size_t) rank->n_devices,
+                                        .workdir = spec->workdir,
+                                        .user = spec->user,
+                                        .accelerator = spec->accelerator,
+                                        .checkpoint_dir = spec->checkpoint_dir,
+                                        .hang_timeout_s = spec->hang_timeout_s,
+                                        .hang_signal = spec->hang_signal,
+                                        .hang_signal_grace_s = spec->hang_signal_grace_s,
+                                        .cpus = spec->cpus,
+                                        .memory_mb = spec->memory_mb,
+                                });
 }
 
-json_t *view_desired(Controller *ctl, Node *node, bool unchanged) {
-        DesiredCtx c = {.ctl = ctl,
-                        .answer = {.version = (int64_t) node->version,
-                                   .lease_ms = ctl_config(ctl)->lease_ms,
-                                   .sync_period_ms = ctl_config(ctl)->sync_period_ms,
-                                   .unchanged = unchanged}};
+char *view_desired(Controller *ctl, Node *node, bool unchanged) {
+        WireSyncAnswer answer = {.version = (int64_t) node->version,
+                                 .lease_ms = ctl_config(ctl)->lease_ms,
+                                 .sync_period_ms = ctl_config(ctl)->sync_period_ms,
+                                 .unchanged = unchanged};
+        DesiredCtx c = {.ctl = ctl};
+        wire_sync_answer_write_begin(&c.w, &answer);
         if (!unchanged)
                 ctl_node_desired_foreach(ctl, node, add_desired, &c);
-        json_t *j = wire_sync_answer_encode(&c.answer);
-        for (size_t i = 0; i < c.answer.n_ranks; i++) {
-                json_decref(c.answer.ranks[i].argv);
-                json_decref(c.answer.ranks[i].env);
-                json_decref(c.answer.ranks[i].devices);
-        }
-        free(c.answer.ranks);
-        return j;
+        wire_sync_answer_write_end(&c.w, &answer);
+        ctl_rank_env_clear(&c.env);
+        return json_writer_take(&c.w);
 }
 
 json_t *view_quotas(Controller *ctl) {

@@ -5,6 +5,7 @@
  * refuse bad input naming the field (controller side) or the entry (agent side).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -377,52 +378,75 @@ static void test_sync(void) {
 
 /* ---- sync answer ---- */
 
+/* A whole answer's text from the controller's plain arrays. */
+static char *answer_text(const WireSyncAnswer *a, const WireDesiredRankOut *ranks, size_t n) {
+        JsonWriter w = {0};
+        wire_sync_answer_write_begin(&w, a);
+        for (size_t i = 0; i < n; i++)
+                wire_desired_rank_write(&w, &ranks[i]);
+        wire_sync_answer_write_end(&w, a);
+        return json_writer_take(&w);
+}
+
 static void test_sync_answer_round_trip(void) {
-        json_t *argv = json_pack("[s,s]", "python3", "train.py");
-        json_t *env = json_pack("{s:s}", "AXCTL_JOB_ID", "7");
-        json_t *devices = json_pack("[i,i]", 0, 1);
-        json_t *one = json_pack("[s]", "x");
-        WireDesiredRank ranks[] = {
+        const char *argv[] = {"python3", "train.py"}, *one[] = {"x"};
+        const WireEnvVar env[] = {{"AXCTL_JOB_ID", "7"}, {"NOTE", "a \"quoted\"\n\\ é"}};
+        const int devices[] = {0, 1};
+        WireDesiredRankOut ranks[] = {
                 {.key = {7, 1, 0},
                  .argv = argv,
+                 .n_argv = 2,
                  .env = env,
+                 .n_env = 2,
                  .workdir = "/srv/exp",
                  .user = "alice",
                  .devices = devices,
+                 .n_devices = 2,
                  .accelerator = "nvidia-h100",
                  .checkpoint_dir = "/ckpt/x",
                  .hang_timeout_s = 30,
+                 .hang_signal = SIGUSR1,
+                 .hang_signal_grace_s = 15,
                  .cpus = 4,
                  .memory_mb = 8192},
-                {.key = {8, 2, 3}, .argv = one},
+                {.key = {8, 2, 3}, .argv = one, .n_argv = 1},
         };
-        WireSyncAnswer in = {.version = 12,
-                             .lease_ms = 5000,
-                             .sync_period_ms = 1000,
-                             .ranks = ranks,
-                             .n_ranks = 2};
-        json_t *j = wire_sync_answer_encode(&in);
-        check_dump(j, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,\"ranks\":["
-                      "{\"job\":7,\"attempt\":1,\"rank\":0,\"argv\":[\"python3\",\"train.py\"],"
-                      "\"env\":{\"AXCTL_JOB_ID\":\"7\"},\"user\":\"alice\",\"devices\":[0,1],"
-                      "\"hang_timeout_s\":30,\"workdir\":\"/srv/exp\","
-                      "\"accelerator\":\"nvidia-h100\",\"checkpoint_dir\":\"/ckpt/x\","
-                      "\"cpus\":4,\"memory_mb\":8192},"
-                      "{\"job\":8,\"attempt\":2,\"rank\":3,\"argv\":[\"x\"],\"env\":null,"
-                      "\"user\":null,\"devices\":null,\"hang_timeout_s\":0,\"workdir\":null,"
-                      "\"accelerator\":null,\"checkpoint_dir\":null,\"cpus\":0,\"memory_mb\":0}]}");
+        WireSyncAnswer in = {.version = 12, .lease_ms = 5000, .sync_period_ms = 1000};
+        char *text = answer_text(&in, ranks, 2);
+        CHECK_STR(text,
+                  "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,\"ranks\":["
+                  "{\"job\":7,\"attempt\":1,\"rank\":0,\"argv\":[\"python3\",\"train.py\"],"
+                  "\"env\":{\"AXCTL_JOB_ID\":\"7\",\"NOTE\":\"a \\\"quoted\\\"\\n\\\\ é\"},"
+                  "\"user\":\"alice\",\"devices\":[0,1],"
+                  "\"hang_timeout_s\":30,\"workdir\":\"/srv/exp\","
+                  "\"accelerator\":\"nvidia-h100\",\"checkpoint_dir\":\"/ckpt/x\","
+                  "\"cpus\":4,\"memory_mb\":8192,\"hang_signal\":\"SIGUSR1\","
+                  "\"hang_signal_grace_s\":15},"
+                  "{\"job\":8,\"attempt\":2,\"rank\":3,\"argv\":[\"x\"],\"env\":null,"
+                  "\"user\":null,\"devices\":null,\"hang_timeout_s\":0,\"workdir\":null,"
+                  "\"accelerator\":null,\"checkpoint_dir\":null,\"cpus\":0,\"memory_mb\":0}]}");
+        /* What the agent reads is what was written. */
         WireSyncAnswer out;
-        CHECK_INT(wire_sync_answer_parse(json_incref(j), &out), 0);
+        CHECK_INT(wire_sync_answer_parse(load(text), &out), 0);
         CHECK(out.version == 12 && out.lease_ms == 5000 && out.sync_period_ms == 1000);
+        CHECK(!out.unchanged);
         CHECK_INT(out.n_ranks, 2);
         for (size_t i = 0; i < 2; i++) {
-                const WireDesiredRank *a = &ranks[i], *b = &out.ranks[i];
+                const WireDesiredRankOut *a = &ranks[i];
+                const WireDesiredRank *b = &out.ranks[i];
                 CHECK(!b->error);
                 CHECK(a->key.job == b->key.job && a->key.attempt == b->key.attempt &&
                       a->key.rank == b->key.rank);
-                CHECK(json_equal(a->argv, b->argv));
-                CHECK(a->env ? json_equal(a->env, b->env) : !b->env);
-                CHECK(a->devices ? json_equal(a->devices, b->devices) : !b->devices);
+                CHECK(json_array_size(b->argv) == a->n_argv);
+                for (size_t k = 0; k < a->n_argv; k++)
+                        CHECK_STR(json_string_value(json_array_get(b->argv, k)), a->argv[k]);
+                CHECK(a->env ? json_object_size(b->env) == a->n_env : !b->env);
+                for (size_t k = 0; k < a->n_env; k++)
+                        CHECK_STR(json_string_value(json_object_get(b->env, a->env[k].key)),
+                                  a->env[k].value);
+                CHECK(a->devices ? json_array_size(b->devices) == a->n_devices : !b->devices);
+                for (size_t k = 0; k < a->n_devices; k++)
+                        CHECK(json_integer_value(json_array_get(b->devices, k)) == a->devices[k]);
                 CHECK(a->workdir ? strcmp(a->workdir, b->workdir) == 0 : !b->workdir);
                 CHECK(a->user ? strcmp(a->user, b->user) == 0 : !b->user);
                 CHECK(a->accelerator ? strcmp(a->accelerator, b->accelerator) == 0
@@ -430,17 +454,20 @@ static void test_sync_answer_round_trip(void) {
                 CHECK(a->checkpoint_dir ? strcmp(a->checkpoint_dir, b->checkpoint_dir) == 0
                                         : !b->checkpoint_dir);
                 CHECK(a->hang_timeout_s == b->hang_timeout_s);
+                CHECK(a->hang_signal == b->hang_signal);
+                CHECK(!a->hang_signal || a->hang_signal_grace_s == b->hang_signal_grace_s);
                 CHECK(a->cpus == b->cpus && a->memory_mb == b->memory_mb);
         }
-        json_t *again = wire_sync_answer_encode(&out);
-        CHECK(json_equal(again, j));
-        json_decref(again);
         wire_sync_answer_clear(&out);
-        json_decref(j);
-        json_decref(argv);
-        json_decref(env);
-        json_decref(devices);
-        json_decref(one);
+        free(text);
+
+        /* No desired ranks: an empty list, which is not the short answer. */
+        text = answer_text(&in, NULL, 0);
+        CHECK_STR(text, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,\"ranks\":[]}");
+        CHECK_INT(wire_sync_answer_parse(load(text), &out), 0);
+        CHECK(!out.unchanged && out.n_ranks == 0);
+        wire_sync_answer_clear(&out);
+        free(text);
 }
 
 static void test_parse_sync_answer(void) {
@@ -488,17 +515,17 @@ static void test_parse_sync_answer(void) {
 static void test_sync_answer_unchanged(void) {
         WireSyncAnswer in = {
                 .version = 12, .lease_ms = 5000, .sync_period_ms = 1000, .unchanged = true};
-        json_t *j = wire_sync_answer_encode(&in);
-        check_dump(j, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,"
-                      "\"unchanged\":true}");
+        char *text = answer_text(&in, NULL, 0);
+        CHECK_STR(text, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,"
+                        "\"unchanged\":true}");
         WireSyncAnswer out;
-        CHECK_INT(wire_sync_answer_parse(json_incref(j), &out), 0);
+        CHECK_INT(wire_sync_answer_parse(load(text), &out), 0);
         CHECK(out.unchanged && out.version == 12 && out.lease_ms == 5000 &&
               out.sync_period_ms == 1000);
         CHECK_INT(out.n_ranks, 0);
         CHECK(!wire_sync_answer_find(&out, (WireRankKey){7, 1, 0}));
         wire_sync_answer_clear(&out);
-        json_decref(j);
+        free(text);
 
         /* A whole answer is not unchanged, whatever its version. */
         CHECK_INT(wire_sync_answer_parse(load("{\"version\": 12, \"ranks\": [],"
@@ -712,6 +739,84 @@ static void test_error(void) {
         json_decref(j);
 }
 
+/* ---- the JSON writer (jsonwriter.c) ---- */
+
+/* Nesting and separators as json_dumps writes them. */
+static void test_writer_shape(void) {
+        JsonWriter w = {0};
+        json_writer_object_begin(&w);
+        json_writer_key(&w, "a");
+        json_writer_array_begin(&w);
+        json_writer_int(&w, -9223372036854775807LL - 1);
+        json_writer_object_begin(&w);
+        json_writer_object_end(&w);
+        json_writer_array_begin(&w);
+        json_writer_array_end(&w);
+        json_writer_null(&w);
+        json_writer_bool(&w, false);
+        json_writer_array_end(&w);
+        json_writer_key(&w, "b");
+        json_writer_string_or_null(&w, NULL);
+        json_writer_key(&w, "c");
+        json_writer_string(&w, "");
+        json_writer_object_end(&w);
+        char *text = json_writer_take(&w);
+        json_t *want = json_pack("{s:[I,{},[],n,b],s:n,s:s}", "a",
+                                 (json_int_t) (-9223372036854775807LL - 1), 0, "b", "c", "");
+        check_dump(want, text);
+        json_decref(want);
+        free(text);
+        CHECK(!w.buf && w.len == 0); /* taken: the writer is empty again */
+}
+
+/*
+ * Any bytes make a string a strict JSON reader takes back: valid UTF-8 comes back
+ * unchanged, in the bytes json_dumps writes; anything else comes back with U+FFFD in
+ * place of each byte that is not UTF-8 (the agent refuses a whole answer that is not).
+ */
+static void test_writer_strings(void) {
+        static const unsigned char pieces[][5] = {
+                "a",    "\"",       "\\",       "/",        "\x01",         "\x1f",
+                "\n",   "\t",       "\x7f",     "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                "\x80", "\xc3",     "\xe2\x82", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                "\xff", "\xf0\x9f",
+        };
+        unsigned seed = 42;
+        for (int round = 0; round < 20000; round++) {
+                char in[128] = {0};
+                size_t len = 0;
+                int n = (int) (rand_r(&seed) % 12);
+                for (int i = 0; i < n; i++) {
+                        const char *piece =
+                                (const char *) pieces[rand_r(&seed) % ELEMENTSOF(pieces)];
+                        memcpy(in + len, piece, strlen(piece));
+                        len += strlen(piece);
+                }
+                JsonWriter w = {0};
+                json_writer_array_begin(&w);
+                json_writer_string(&w, in);
+                json_writer_array_end(&w);
+                json_error_t e;
+                json_t *back = json_loads(w.buf, 0, &e);
+                if (!back)
+                        fprintf(stderr, "unreadable: %s (%s)\n", w.buf, e.text);
+                CHECK(back);
+                const char *got = json_string_value(json_array_get(back, 0));
+                CHECK(got);
+                json_t *valid = json_string(in); /* NULL when in is not UTF-8 */
+                if (valid) {
+                        CHECK_STR(got, in);
+                        json_t *arr = json_pack("[o]", valid);
+                        check_dump(arr, w.buf);
+                        json_decref(arr);
+                } else {
+                        CHECK(strstr(got, "\xef\xbf\xbd"));
+                }
+                json_decref(back);
+                json_writer_clear(&w);
+        }
+}
+
 int main(void) {
         test_register();
         test_register_answer();
@@ -722,6 +827,8 @@ int main(void) {
         test_accepts();
         test_hostile_answers();
         test_error();
+        test_writer_shape();
+        test_writer_strings();
         printf("wire: ok\n");
         return 0;
 }

@@ -15,36 +15,70 @@
 #include "spec.h"
 #include "util.h"
 
-/* Absent optional members are null, as the decoder reads them. */
-static json_t *encode_desired(const WireDesiredRank *d) {
-        json_t *o = json_pack("{s:I,s:I,s:I,s:O,s:O?,s:s?,s:O?,s:I,s:s?,s:s?,s:s?,s:i,s:I}", "job",
-                              (json_int_t) d->key.job, "attempt", (json_int_t) d->key.attempt,
-                              "rank", (json_int_t) d->key.rank, "argv", d->argv, "env", d->env,
-                              "user", d->user, "devices", d->devices, "hang_timeout_s",
-                              (json_int_t) d->hang_timeout_s, "workdir", d->workdir, "accelerator",
-                              d->accelerator, "checkpoint_dir", d->checkpoint_dir, "cpus", d->cpus,
-                              "memory_mb", (json_int_t) d->memory_mb);
+/* Absent optional members are null, as the decoder reads them; the order is the one
+ * jansson kept when the answer was a tree. */
+void wire_desired_rank_write(JsonWriter *w, const WireDesiredRankOut *d) {
+        json_writer_object_begin(w);
+        json_writer_member_int(w, "job", d->key.job);
+        json_writer_member_int(w, "attempt", d->key.attempt);
+        json_writer_member_int(w, "rank", d->key.rank);
+        json_writer_key(w, "argv");
+        json_writer_array_begin(w);
+        for (size_t i = 0; i < d->n_argv; i++)
+                json_writer_string(w, d->argv[i]);
+        json_writer_array_end(w);
+        json_writer_key(w, "env");
+        if (d->env) {
+                json_writer_object_begin(w);
+                for (size_t i = 0; i < d->n_env; i++) {
+                        json_writer_member_string(w, d->env[i].key, d->env[i].value);
+                }
+                json_writer_object_end(w);
+        } else {
+                json_writer_null(w);
+        }
+        json_writer_member_string(w, "user", d->user);
+        json_writer_key(w, "devices");
+        if (d->devices) {
+                json_writer_array_begin(w);
+                for (size_t i = 0; i < d->n_devices; i++)
+                        json_writer_int(w, d->devices[i]);
+                json_writer_array_end(w);
+        } else {
+                json_writer_null(w);
+        }
+        json_writer_member_int(w, "hang_timeout_s", d->hang_timeout_s);
+        json_writer_member_string(w, "workdir", d->workdir);
+        json_writer_member_string(w, "accelerator", d->accelerator);
+        json_writer_member_string(w, "checkpoint_dir", d->checkpoint_dir);
+        json_writer_member_int(w, "cpus", d->cpus);
+        json_writer_member_int(w, "memory_mb", d->memory_mb);
         const char *sig = spec_hang_signal_name(d->hang_signal);
         if (sig) {
-                json_object_set_new(o, "hang_signal", json_string(sig));
-                json_object_set_new(o, "hang_signal_grace_s", json_integer(d->hang_signal_grace_s));
+                json_writer_member_string(w, "hang_signal", sig);
+                json_writer_member_int(w, "hang_signal_grace_s", d->hang_signal_grace_s);
         }
-        return o;
+        json_writer_object_end(w);
 }
 
-json_t *wire_sync_answer_encode(const WireSyncAnswer *a) {
-        json_t *o = json_pack("{s:I,s:I,s:I}", "version", (json_int_t) a->version, "lease_ms",
-                              (json_int_t) a->lease_ms, "sync_period_ms",
-                              (json_int_t) a->sync_period_ms);
+void wire_sync_answer_write_begin(JsonWriter *w, const WireSyncAnswer *a) {
+        json_writer_object_begin(w);
+        json_writer_member_int(w, "version", a->version);
+        json_writer_member_int(w, "lease_ms", a->lease_ms);
+        json_writer_member_int(w, "sync_period_ms", a->sync_period_ms);
         if (a->unchanged) {
-                json_object_set_new(o, "unchanged", json_true());
-                return o;
+                json_writer_key(w, "unchanged");
+                json_writer_bool(w, true);
+        } else {
+                json_writer_key(w, "ranks");
+                json_writer_array_begin(w);
         }
-        json_t *ranks = json_array();
-        for (size_t i = 0; i < a->n_ranks; i++)
-                json_array_append_new(ranks, encode_desired(&a->ranks[i]));
-        json_object_set_new(o, "ranks", ranks);
-        return o;
+}
+
+void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a) {
+        if (!a->unchanged)
+                json_writer_array_end(w);
+        json_writer_object_end(w);
 }
 
 _printf_(2, 3) static void desired_error(char **error, const char *fmt, ...) {

@@ -9,7 +9,8 @@
  *   sync answer (desired ranks)   wire-sync-answer.c
  *   error body                    wire-error.c
  *
- * Encoders build a new JSON value and only take references to the struct's JSON members.
+ * Encoders build a new JSON value and only take references to the struct's JSON members;
+ * the sync answer's, the hottest, writes text instead (see below).
  * Decoders borrow strings and JSON from the input, which must outlive the struct. The
  * controller decodes the agent's messages strictly: a failure names the field, like
  * spec parsing does. The agent decodes answers leniently where that is safe (see the
@@ -23,6 +24,7 @@
 #include <stdint.h>
 
 #include "jsonutil.h"
+#include "jsonwriter.h"
 
 /* Ranks in one sync or its answer: more than any node can run. */
 #define WIRE_MAX_RANKS 4096
@@ -141,7 +143,7 @@ typedef struct WireRankKey {
         int64_t rank;
 } WireRankKey;
 
-/* One rank the controller wants on the node. */
+/* One rank the controller wants on the node, as the agent decodes it. */
 typedef struct WireDesiredRank {
         WireRankKey key;
         json_t *argv; /* array of strings */
@@ -167,12 +169,44 @@ typedef struct WireSyncAnswer {
         /* The desired ranks are still those of version, which the agent said it applied
          * (it accepts WIRE_ACCEPT_UNCHANGED): none are sent. */
         bool unchanged;
-        WireDesiredRank *ranks;
+        WireDesiredRank *ranks; /* decoded only */
         size_t n_ranks;
 } WireSyncAnswer;
 
-/* {"version","lease_ms","sync_period_ms","ranks"}, or "unchanged": true for "ranks". */
-json_t *wire_sync_answer_encode(const WireSyncAnswer *a);
+/* A variable of a desired rank's environment. */
+typedef struct WireEnvVar {
+        const char *key, *value;
+} WireEnvVar;
+
+/*
+ * The controller's side of a desired rank: WireDesiredRank's members from plain arrays,
+ * written as text without a JSON tree (every rank's environment, rendered per answer,
+ * was most of an answer's cost). A NULL array is written as null.
+ */
+typedef struct WireDesiredRankOut {
+        WireRankKey key;
+        const char *const *argv;
+        size_t n_argv;
+        const WireEnvVar *env;
+        size_t n_env;
+        const int *devices;
+        size_t n_devices;
+        const char *workdir, *user, *accelerator, *checkpoint_dir; /* may be NULL */
+        int64_t hang_timeout_s;
+        int hang_signal;
+        int64_t hang_signal_grace_s;
+        int cpus;
+        int64_t memory_mb;
+} WireDesiredRankOut;
+
+/*
+ * Writes {"version","lease_ms","sync_period_ms","ranks"}, or "unchanged": true instead
+ * of "ranks": begin, then for each desired rank wire_desired_rank_write (none when
+ * a->unchanged), then end. a's ranks are not read.
+ */
+void wire_sync_answer_write_begin(JsonWriter *w, const WireSyncAnswer *a);
+void wire_desired_rank_write(JsonWriter *w, const WireDesiredRankOut *d);
+void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a);
 /*
  * Decodes a sync answer, taking over the reference to json. -EBADMSG when the answer is
  * not a sync answer (neither ranks nor unchanged, or both) or lists more than

@@ -121,8 +121,21 @@ int ctl_node_undrain(Controller *ctl, const char *name, Node **ret_node, CtlErro
 /* The desired ranks of a node (rendered by api/ for sync answers). */
 typedef void (*CtlDesiredFn)(void *userdata, Job *job, Rank *rank);
 void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void *userdata);
-/* The environment of DESIGN.md §6 that does not depend on the vendor (new reference). */
-json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank);
+/*
+ * The environment of DESIGN.md §6 that does not depend on the vendor (rankenv.c). Its
+ * strings are the job's or env's own: valid until the job changes or env is filled
+ * again (one RankEnv serves a whole answer's ranks) or cleared.
+ */
+#define RANK_ENV_MAX_NUMBERS 16
+typedef struct RankEnv {
+        WireEnvVar *vars;
+        size_t n_vars, cap_vars;
+        char *host_list, *coordinator_host, *coordinator;
+        char numbers[RANK_ENV_MAX_NUMBERS][24];
+        size_t n_numbers;
+} RankEnv;
+void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env);
+void ctl_rank_env_clear(RankEnv *env);
 
 /* Writes the controller's metrics in Prometheus text format (metrics.c). */
 void ctl_metrics_write(Controller *ctl, FILE *f);

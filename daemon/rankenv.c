@@ -5,7 +5,6 @@
  * own env. Device visibility and launch profiles are added by the agent's accelerator
  * backend, which knows the vendor.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,20 +31,33 @@ static int coordinator_port(const Job *job) {
         return 20000 + (int) ((job->id * 16 + job->attempt) % 20000);
 }
 
-static void set(json_t *env, const char *key, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-static void set(json_t *env, const char *key, const char *fmt, ...) {
-        char buf[4096];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        json_object_set_new(env, key, json_string(buf));
+/* A number's text, kept in env for as long as the variable that shows it. */
+static const char *number(RankEnv *env, int64_t v) {
+        if (env->n_numbers >= RANK_ENV_MAX_NUMBERS)
+                abort(); /* the set below is fixed: more is a bug here */
+        char *buf = env->numbers[env->n_numbers++];
+        snprintf(buf, sizeof(env->numbers[0]), "%lld", (long long) v);
+        return buf;
 }
 
-json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank) {
-        json_t *env = json_object();
+static void set(RankEnv *env, const char *key, const char *value) {
+        GROW(env->vars, env->n_vars, env->cap_vars);
+        env->vars[env->n_vars++] = (WireEnvVar){key, value};
+}
+
+/* A framework default, unless the job sets the variable itself: the job's own win. */
+static void set_default(RankEnv *env, const JobSpec *spec, const char *key, const char *value) {
+        if (!json_object_get(spec->env, key))
+                set(env, key, value);
+}
+
+void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
+        JobSpec *spec = job->spec;
         Attempt *a = job_current_attempt(job);
+        free(env->host_list);
+        free(env->coordinator_host);
+        free(env->coordinator);
+        env->n_vars = env->n_numbers = 0;
         int num_nodes = 0, local_world = 0;
         for (int i = 0; i < job->n_ranks; i++) {
                 if (job->ranks[i].node_rank + 1 > num_nodes)
@@ -66,62 +78,75 @@ json_t *ctl_rank_env(Controller *ctl, Job *job, Rank *rank) {
         size_t hosts_len = 1;
         for (int i = 0; i < num_nodes; i++)
                 hosts_len += strlen(hosts[i] ? hosts[i] : "") + 1;
-        char *host_list = xcalloc(hosts_len, 1);
+        env->host_list = xcalloc(hosts_len, 1);
         for (int i = 0; i < num_nodes; i++) {
                 if (i)
-                        strcat(host_list, ",");
-                strcat(host_list, hosts[i] ? hosts[i] : "");
+                        strcat(env->host_list, ",");
+                strcat(env->host_list, hosts[i] ? hosts[i] : "");
         }
-        const char *coord_host = hosts[0] ? hosts[0] : "127.0.0.1";
+        env->coordinator_host = xstrdup(hosts[0] ? hosts[0] : "127.0.0.1");
+        for (int i = 0; i < num_nodes; i++)
+                free(hosts[i]);
+        free(hosts);
         int port = coordinator_port(job);
+        env->coordinator = xasprintf("%s:%d", env->coordinator_host, port);
 
-        set(env, "AXCTL_JOB_ID", "%lld", (long long) job->id);
-        set(env, "AXCTL_JOB_NAME", "%s", job->spec->name);
-        set(env, "AXCTL_ATTEMPT", "%d", rank->attempt);
-        set(env, "AXCTL_RESTART_COUNT", "%d", rank->attempt - 1);
-        set(env, "AXCTL_RANK", "%d", rank->rank);
-        set(env, "AXCTL_WORLD_SIZE", "%d", job->n_ranks);
-        set(env, "AXCTL_LOCAL_RANK", "%d", rank->local_rank);
-        set(env, "AXCTL_LOCAL_WORLD_SIZE", "%d", local_world);
-        set(env, "AXCTL_NODE_RANK", "%d", rank->node_rank);
-        set(env, "AXCTL_NUM_NODES", "%d", num_nodes);
-        set(env, "AXCTL_NODE_HOSTNAMES", "%s", host_list);
-        set(env, "AXCTL_COORDINATOR", "%s:%d", coord_host, port);
-        set(env, "AXCTL_CHECKPOINT_DIR", "%s",
-            job->spec->checkpoint_dir ? job->spec->checkpoint_dir : "");
+        const char *rank_text = number(env, rank->rank), *world = number(env, job->n_ranks),
+                   *local_rank = number(env, rank->local_rank),
+                   *local_world_text = number(env, local_world),
+                   *node_rank = number(env, rank->node_rank);
+        set(env, "AXCTL_JOB_ID", number(env, job->id));
+        set(env, "AXCTL_JOB_NAME", spec->name);
+        set(env, "AXCTL_ATTEMPT", number(env, rank->attempt));
+        set(env, "AXCTL_RESTART_COUNT", number(env, rank->attempt - 1));
+        set(env, "AXCTL_RANK", rank_text);
+        set(env, "AXCTL_WORLD_SIZE", world);
+        set(env, "AXCTL_LOCAL_RANK", local_rank);
+        set(env, "AXCTL_LOCAL_WORLD_SIZE", local_world_text);
+        set(env, "AXCTL_NODE_RANK", node_rank);
+        set(env, "AXCTL_NUM_NODES", number(env, num_nodes));
+        set(env, "AXCTL_NODE_HOSTNAMES", env->host_list);
+        set(env, "AXCTL_COORDINATOR", env->coordinator);
+        set(env, "AXCTL_CHECKPOINT_DIR", spec->checkpoint_dir ? spec->checkpoint_dir : "");
         if (a && a->resume_step > 0) {
-                set(env, "AXCTL_RESUME_STEP", "%lld", (long long) a->resume_step);
-                set(env, "AXCTL_RESUME_CHECKPOINT", "%s", a->resume_path ? a->resume_path : "");
+                set(env, "AXCTL_RESUME_STEP", number(env, a->resume_step));
+                set(env, "AXCTL_RESUME_CHECKPOINT", a->resume_path ? a->resume_path : "");
         } else {
                 /* Empty, not "0": a fresh start has no step to resume (DESIGN.md §6). */
-                set(env, "AXCTL_RESUME_STEP", "%s", "");
-                set(env, "AXCTL_RESUME_CHECKPOINT", "%s", "");
+                set(env, "AXCTL_RESUME_STEP", "");
+                set(env, "AXCTL_RESUME_CHECKPOINT", "");
         }
-        switch (job->spec->framework) {
+        switch (spec->framework) {
         case FRAMEWORK_TORCH:
-                set(env, "MASTER_ADDR", "%s", coord_host);
-                set(env, "MASTER_PORT", "%d", port);
-                set(env, "RANK", "%d", rank->rank);
-                set(env, "WORLD_SIZE", "%d", job->n_ranks);
-                set(env, "LOCAL_RANK", "%d", rank->local_rank);
-                set(env, "LOCAL_WORLD_SIZE", "%d", local_world);
-                set(env, "GROUP_RANK", "%d", rank->node_rank);
+                set_default(env, spec, "MASTER_ADDR", env->coordinator_host);
+                set_default(env, spec, "MASTER_PORT", number(env, port));
+                set_default(env, spec, "RANK", rank_text);
+                set_default(env, spec, "WORLD_SIZE", world);
+                set_default(env, spec, "LOCAL_RANK", local_rank);
+                set_default(env, spec, "LOCAL_WORLD_SIZE", local_world_text);
+                set_default(env, spec, "GROUP_RANK", node_rank);
                 break;
         case FRAMEWORK_JAX:
-                set(env, "JAX_COORDINATOR_ADDRESS", "%s:%d", coord_host, port);
-                set(env, "DISTRIBUTED_COORDINATOR", "%s:%d", coord_host, port);
-                set(env, "NUM_PROCESSES", "%d", job->n_ranks);
-                set(env, "PROCESS_ID", "%d", rank->rank);
+                set_default(env, spec, "JAX_COORDINATOR_ADDRESS", env->coordinator);
+                set_default(env, spec, "DISTRIBUTED_COORDINATOR", env->coordinator);
+                set_default(env, spec, "NUM_PROCESSES", world);
+                set_default(env, spec, "PROCESS_ID", rank_text);
                 break;
         default:
                 break;
         }
-        /* The job's own variables win over framework defaults (never over AXCTL_*,
-         * which the spec parser refuses). */
-        json_object_update(env, job->spec->env);
-        for (int i = 0; i < num_nodes; i++)
-                free(hosts[i]);
-        free(hosts);
-        free(host_list);
-        return env;
+        /* The job's own variables (never AXCTL_*, which the spec parser refuses). */
+        const char *key;
+        json_t *value;
+        json_object_foreach(spec->env, key, value) {
+                set(env, key, json_string_value(value));
+        }
+}
+
+void ctl_rank_env_clear(RankEnv *env) {
+        free(env->vars);
+        free(env->host_list);
+        free(env->coordinator_host);
+        free(env->coordinator);
+        *env = (RankEnv){0};
 }

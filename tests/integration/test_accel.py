@@ -434,6 +434,7 @@ class AccelTest(axtest.ClusterTestCase):
         nv = self.accel_job(c, "nv", 4, 3, "nvidia-h100", ranks_per_node=2, framework="torch",
                             env={"NCCL_DEBUG": "INFO"})
         none = self.accel_job(c, "none", 1, 0, None, framework="torch",
+                              env={"MASTER_PORT": "29500"},
                               spec={"constraints": {"node_selector": {"host": "h100a"}}})
         tpu = self.accel_job(c, "tpu", 2, 4, "tpu-v5p", ranks_per_node=1, framework="jax")
         trn = self.accel_job(c, "trn", 2, 2, "trn2", ranks_per_node=2, framework="torch")
@@ -486,6 +487,11 @@ class AccelTest(axtest.ClusterTestCase):
         self.assertEqual(envs[0].get("CUDA_VISIBLE_DEVICES"), "")
         self.assertEqual(envs[0].get("CUDA_DEVICE_ORDER"), "PCI_BUS_ID")
         self.assertNotIn("NCCL_NVLS_ENABLE", envs[0])
+        # The job's own variables beat the framework's defaults, one by one.
+        coordinator_port = envs[0]["AXCTL_COORDINATOR"].rsplit(":", 1)[1]
+        self.assertEqual(envs[0]["MASTER_PORT"], "29500")
+        self.assertNotEqual(coordinator_port, "29500")
+        envs[0]["MASTER_PORT"] = coordinator_port
         self.check_framework(envs, "torch")
 
         # TPU, one process per host: the host's 4 chips as a 2x2x1 block, hosts in a line.
