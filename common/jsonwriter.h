@@ -2,9 +2,10 @@
 /*
  * Compact JSON text written straight into one buffer, for answers too hot to build as
  * jansson trees first (the sync answer: a tree of every rank's environment cost more
- * than the rest of the sync). The output is what json_dumps(JSON_COMPACT) writes, and
- * strings are always valid UTF-8: a byte that is not is written as U+FFFD, so one bad
- * string never makes a whole answer unreadable.
+ * than the rest of the sync). For valid UTF-8 the output is what json_dumps
+ * (JSON_COMPACT) writes; a byte that is not valid UTF-8 is written as U+FFFD, so one
+ * bad value never makes a whole answer unreadable (keys must stay distinct after that:
+ * callers write keys they checked).
  */
 #pragma once
 

@@ -23,6 +23,16 @@ static json_t *load(const char *text) {
         return j;
 }
 
+/* An answer read as the agent reads it (agents/agent.c). */
+static json_t *load_answer(const char *text) {
+        json_error_t e;
+        json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+        if (!j)
+                fprintf(stderr, "answer refused: %s\n", e.text);
+        CHECK(j);
+        return j;
+}
+
 static void check_dump(json_t *j, const char *want) {
         char *got = json_dumps(j, JSON_COMPACT);
         CHECK_STR(got, want);
@@ -427,7 +437,7 @@ static void test_sync_answer_round_trip(void) {
                   "\"accelerator\":null,\"checkpoint_dir\":null,\"cpus\":0,\"memory_mb\":0}]}");
         /* What the agent reads is what was written. */
         WireSyncAnswer out;
-        CHECK_INT(wire_sync_answer_parse(load(text), &out), 0);
+        CHECK_INT(wire_sync_answer_parse(load_answer(text), &out), 0);
         CHECK(out.version == 12 && out.lease_ms == 5000 && out.sync_period_ms == 1000);
         CHECK(!out.unchanged);
         CHECK_INT(out.n_ranks, 2);
@@ -464,7 +474,7 @@ static void test_sync_answer_round_trip(void) {
         /* No desired ranks: an empty list, which is not the short answer. */
         text = answer_text(&in, NULL, 0);
         CHECK_STR(text, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,\"ranks\":[]}");
-        CHECK_INT(wire_sync_answer_parse(load(text), &out), 0);
+        CHECK_INT(wire_sync_answer_parse(load_answer(text), &out), 0);
         CHECK(!out.unchanged && out.n_ranks == 0);
         wire_sync_answer_clear(&out);
         free(text);
@@ -519,7 +529,7 @@ static void test_sync_answer_unchanged(void) {
         CHECK_STR(text, "{\"version\":12,\"lease_ms\":5000,\"sync_period_ms\":1000,"
                         "\"unchanged\":true}");
         WireSyncAnswer out;
-        CHECK_INT(wire_sync_answer_parse(load(text), &out), 0);
+        CHECK_INT(wire_sync_answer_parse(load_answer(text), &out), 0);
         CHECK(out.unchanged && out.version == 12 && out.lease_ms == 5000 &&
               out.sync_period_ms == 1000);
         CHECK_INT(out.n_ranks, 0);
@@ -776,10 +786,30 @@ static void test_writer_shape(void) {
  */
 static void test_writer_strings(void) {
         static const unsigned char pieces[][5] = {
-                "a",    "\"",       "\\",       "/",        "\x01",         "\x1f",
-                "\n",   "\t",       "\x7f",     "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
-                "\x80", "\xc3",     "\xe2\x82", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
-                "\xff", "\xf0\x9f",
+                "a",
+                "\"",
+                "\\",
+                "/",
+                "\x01",
+                "\x1f",
+                "\n",
+                "\t",
+                "\x7f",
+                "\xc3\xa9",
+                "\xe2\x82\xac",
+                "\xf0\x9f\x98\x80",
+                "\x80",
+                "\xc3",
+                "\xe2\x82",
+                "\xc0\xaf",
+                "\xed\xa0\x80",
+                "\xf4\x90\x80\x80",
+                "\xff",
+                "\xf0\x9f",
+                "\xe0\x80\xaf",
+                "\xf0\x80\x80\xaf",
+                "\xf5\x80\x80\x80",
+                "\xc1\xbf",
         };
         unsigned seed = 42;
         for (int round = 0; round < 20000; round++) {
@@ -797,7 +827,7 @@ static void test_writer_strings(void) {
                 json_writer_string(&w, in);
                 json_writer_array_end(&w);
                 json_error_t e;
-                json_t *back = json_loads(w.buf, 0, &e);
+                json_t *back = json_loads(w.buf, JSON_REJECT_DUPLICATES, &e);
                 if (!back)
                         fprintf(stderr, "unreadable: %s (%s)\n", w.buf, e.text);
                 CHECK(back);

@@ -124,7 +124,8 @@ void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void
 /*
  * The environment of DESIGN.md §6 that does not depend on the vendor (rankenv.c). Its
  * strings are the job's or env's own: valid until the job changes or env is filled
- * again (one RankEnv serves a whole answer's ranks) or cleared.
+ * again (one RankEnv serves a whole answer's ranks) or cleared. Not to be copied:
+ * vars point into its numbers.
  */
 #define RANK_ENV_MAX_NUMBERS 16
 typedef struct RankEnv {

@@ -75,14 +75,17 @@ void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
                 hosts[r->node_rank] =
                         address_host(node ? node->address : NULL, node ? node->hostname : NULL);
         }
+        /* Whole, however long: past what the agent takes (WIRE_MAX_STRING) the rank fails
+         * to start and says why, where a list cut short would start a wrong gang. */
         size_t hosts_len = 1;
         for (int i = 0; i < num_nodes; i++)
                 hosts_len += strlen(hosts[i] ? hosts[i] : "") + 1;
         env->host_list = xcalloc(hosts_len, 1);
+        char *end = env->host_list;
         for (int i = 0; i < num_nodes; i++) {
                 if (i)
-                        strcat(env->host_list, ",");
-                strcat(env->host_list, hosts[i] ? hosts[i] : "");
+                        *end++ = ',';
+                end = stpcpy(end, hosts[i] ? hosts[i] : "");
         }
         env->coordinator_host = xstrdup(hosts[0] ? hosts[0] : "127.0.0.1");
         for (int i = 0; i < num_nodes; i++)
@@ -135,11 +138,13 @@ void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
         default:
                 break;
         }
-        /* The job's own variables (never AXCTL_*, which the spec parser refuses). */
+        /* The job's own variables. The spec parser refuses AXCTL_*; skipped here too,
+         * as a key written twice would make the agent refuse the node's whole answer. */
         const char *key;
         json_t *value;
         json_object_foreach(spec->env, key, value) {
-                set(env, key, json_string_value(value));
+                if (strncmp(key, "AXCTL_", 6) != 0)
+                        set(env, key, json_string_value(value));
         }
 }
 

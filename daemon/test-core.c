@@ -1155,6 +1155,73 @@ static void test_token_cache(void) {
         ctl_free(ctl);
 }
 
+/*
+ * A rank's environment: a gang over 300 nodes lists every host, in node-rank order and
+ * whole (it was cut at 4 KiB once), and the job's own variables beat the framework's
+ * defaults without any key written twice.
+ */
+static void test_rank_env(void) {
+        enum {
+                NODES = 300
+        };
+        Controller *ctl = controller("rankenv");
+        for (int i = 0; i < NODES; i++) {
+                char name[64];
+                snprintf(name, sizeof(name), "host-with-a-long-name-%03d", i);
+                node_register(ctl, name);
+        }
+        CHECK(ctl_end_turn(ctl) == 0);
+        json_t *spec = json_pack("{s:s,s:s,s:s,s:[s],s:i,s:i,s:s,s:{s:s,s:s}}", "name", "big",
+                                 "project", "p", "user", "alice", "command", "/bin/true", "ranks",
+                                 2 * NODES, "ranks_per_node", 2, "framework", "torch", "env",
+                                 "MASTER_PORT", "29500", "NOTE", "x");
+        Job *job = NULL;
+        bool created = false;
+        CtlError err = {0};
+        CHECK(ctl_job_submit(ctl, spec, NULL, &job, &created, &err) == 0);
+        json_decref(spec);
+        wait_for_scheduler(ctl);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(job->state, JOB_STARTING);
+
+        RankEnv env = {0};
+        for (int pass = 0; pass < 2; pass++) { /* a second fill reuses the first's */
+                Rank *rank = &job->ranks[pass ? 2 * NODES - 1 : 0];
+                ctl_rank_env(ctl, job, rank, &env);
+                json_t *seen = json_object();
+                for (size_t i = 0; i < env.n_vars; i++) {
+                        CHECK(!json_object_get(seen, env.vars[i].key)); /* each key once */
+                        json_object_set_new(seen, env.vars[i].key, json_string(env.vars[i].value));
+                }
+                const char *hosts =
+                        json_string_value(json_object_get(seen, "AXCTL_NODE_HOSTNAMES"));
+                CHECK(hosts && strlen(hosts) > 4096);
+                int n = 1;
+                for (const char *c = hosts; *c; c++)
+                        n += *c == ',';
+                CHECK_INT(n, NODES);
+                /* Node rank i's host is the i-th entry. */
+                for (int i = 0; i < job->n_ranks; i++) {
+                        Rank *r = &job->ranks[i];
+                        const char *at = hosts;
+                        for (int k = 0; k < r->node_rank; k++)
+                                at = strchr(at, ',') + 1;
+                        CHECK(strncmp(at, r->node_name, strlen(r->node_name)) == 0);
+                }
+                CHECK_STR(json_string_value(json_object_get(seen, "AXCTL_NUM_NODES")), "300");
+                CHECK_STR(json_string_value(json_object_get(seen, "AXCTL_LOCAL_WORLD_SIZE")), "2");
+                char want[16];
+                snprintf(want, sizeof(want), "%d", rank->rank);
+                CHECK_STR(json_string_value(json_object_get(seen, "RANK")), want);
+                CHECK_STR(json_string_value(json_object_get(seen, "MASTER_PORT")), "29500");
+                CHECK_STR(json_string_value(json_object_get(seen, "NOTE")), "x");
+                CHECK(json_object_get(seen, "MASTER_ADDR"));
+                json_decref(seen);
+        }
+        ctl_rank_env_clear(&env);
+        ctl_free(ctl);
+}
+
 int main(void) {
         tmpdir = check_tmpdir("axctl-test-core");
         test_tables();
@@ -1172,6 +1239,7 @@ int main(void) {
         test_many_jobs_load();
         test_goodput_sums_kept();
         test_token_cache();
+        test_rank_env();
         CHECK_INT(util_rm_rf(tmpdir), 0);
         free(tmpdir);
         printf("core: ok\n");
