@@ -113,6 +113,27 @@ class ApiTest(axtest.ClusterTestCase):
         # The controller is still fine afterwards.
         self.assertEqual(self.c.api("GET", "/healthz")[0], 200)
 
+    def test_a_browsers_headers_are_served_and_huge_ones_refused(self):
+        # Each connection's memory is 16 KiB (api/api.c, API_CONNECTION_MEMORY), of
+        # which libmicrohttpd keeps cookies twice (the header and each cookie parsed):
+        # a browser's headers with a few KiB of cookies, as another site on the same
+        # host name may leave, are served; headers of 20 KiB get 431.
+        cookies = {"Cookie": "; ".join("k%d=%s" % (i, "v" * 40) for i in range(100))}
+        for headers in ({"Cookie": "c=" + "x" * 6144}, cookies, {"X-Pad": "x" * 12288}):
+            status, body, _ = self.c.api("GET", "/v1/jobs", headers=headers)
+            self.assertEqual(status, 200, body)
+        status, body, _ = self.c.api("GET", "/v1/jobs", headers={"X-Pad": "x" * 20480})
+        self.assertEqual(status, 431, body)
+        # A body larger than the connection's memory still arrives whole.
+        spec = self.quick_spec()
+        spec["env"].update(PAD1="y" * 16000, PAD2="z" * 16000)
+        status, body, _ = self.c.api("POST", "/v1/jobs", spec)
+        self.assertEqual(status, 201, body)
+        job = self.c.api_ok("GET", "/v1/jobs/%d" % body["id"])
+        self.assertEqual(job["spec"]["env"]["PAD1"], "y" * 16000)
+        self.assertEqual(job["spec"]["env"]["PAD2"], "z" * 16000)
+        self.assertEqual(self.c.api("GET", "/healthz")[0], 200)
+
     def test_unknown_job_is_404(self):
         for method, path in (("GET", "/v1/jobs/987654"), ("POST", "/v1/jobs/987654/cancel"),
                              ("GET", "/v1/jobs/987654/events")):
