@@ -156,6 +156,10 @@ def main():
         TOKEN = subprocess.run([os.path.join(args.build, "axctld"), "token", "create", "--db", db,
                                 "--name", "fleet-%d" % os.getpid(), "--role", "admin"],
                                check=True, capture_output=True, text=True).stdout.strip()
+        # The simulator reads it from a private file, as axagent does, not from its argv.
+        token_file = os.path.join(tmp, "token")
+        with open(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(TOKEN + "\n")
     ctl, port = start_controller(args, db, 0)
     url = "http://127.0.0.1:%d" % port
     sim = subprocess.Popen([os.path.join(args.build, "bench", "fleetsim"), "--url", url,
@@ -166,7 +170,7 @@ def main():
                             "--lease-ms", str(args.lease_ms), "--warmup-s", str(args.warmup)]
                            + (["--no-unchanged"] if args.no_unchanged else [])
                            + (["--step-s", str(args.step_s)] if args.step_s else [])
-                           + (["--token", TOKEN] if TOKEN else []),
+                           + (["--token-file", token_file] if TOKEN else []),
                            stdout=subprocess.PIPE)
     t0 = time.monotonic()
     out = {}

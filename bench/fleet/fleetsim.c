@@ -13,7 +13,7 @@
  *
  *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
  *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
- *            [--no-unchanged] [--step-s T] [--token T]
+ *            [--no-unchanged] [--step-s T] [--token-file PATH]
  *
  * Prints one JSON object of figures on stdout when done (or on SIGINT/SIGTERM).
  */
@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "token.h"
 
 #define MAX_RANKS 16
 #define GPUS 8
@@ -551,7 +553,7 @@ static void usage(void) {
         fprintf(stderr, "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
                         "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
                         "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--step-s T] "
-                        "[--token T]\n");
+                        "[--token-file PATH]\n");
         exit(2);
 }
 
@@ -568,7 +570,7 @@ int main(int argc, char **argv) {
                 {"lease-ms", required_argument, NULL, 'l'},
                 {"warmup-s", required_argument, NULL, 'w'},
                 {"no-unchanged", no_argument, NULL, 'U'},
-                {"token", required_argument, NULL, 'T'},
+                {"token-file", required_argument, NULL, 'T'},
                 {"step-s", required_argument, NULL, 'S'},
                 {NULL, 0, NULL, 0},
         };
@@ -614,11 +616,20 @@ int main(int argc, char **argv) {
                 case 'U':
                         opt.whole_only = true;
                         break;
-                case 'T':
+                case 'T': {
+                        /* From a private file, as axagent reads its token: not on the
+                         * command line, where every local user can read it. */
+                        char *token = NULL, *error = NULL;
+                        if (token_file_read(optarg, &token, &error) < 0) {
+                                fprintf(stderr, "fleetsim: %s\n", error);
+                                return 2;
+                        }
                         if (asprintf((char **) &opt.auth_header, "Authorization: Bearer %s\r\n",
-                                     optarg) < 0)
+                                     token) < 0)
                                 return 1;
+                        token_free_secret(token);
                         break;
+                }
                 default:
                         usage();
                 }
