@@ -80,7 +80,7 @@ def first_answer(url, deadline, out):
     the answer however long it takes; out["at"] is when it came."""
     while time.monotonic() < deadline:
         try:
-            get(url + "/healthz", timeout=deadline - time.monotonic())
+            get(url + "/healthz", timeout=max(0.01, deadline - time.monotonic()))
             out["at"] = time.monotonic()
             return
         except Exception:
@@ -96,7 +96,8 @@ def sigkill_and_restart(ctl, args, db, port, url, timeout):
     ctl.wait()
     killed = time.monotonic()
     patient = {}
-    waiter = threading.Thread(target=first_answer, args=(url, killed + timeout, patient))
+    waiter = threading.Thread(target=first_answer, args=(url, killed + timeout, patient),
+                              daemon=True)
     waiter.start()
     ctl, _ = start_controller(args, db, port)
     wait_serving(url, killed + timeout)

@@ -99,7 +99,7 @@ static struct {
         int warmup_s; /* figures count from then on */
         bool whole_only; /* never ask for the short answer (an older agent) */
         int step_ms; /* a rank's step grows every step_ms; 0: it stays 1 */
-        const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token, or "" */
+        const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token-file, or "" */
 } opt = {.warmup_s = 20,
          .nodes = 100,
          .seconds = 60,

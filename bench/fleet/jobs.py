@@ -40,7 +40,7 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--keep-db", help="leave the database here for bench/fleet/fleet.py --db")
     args = p.parse_args()
-    args.lease_ms, args.grace_ms = 5000, 1000
+    args.lease_ms, args.grace_ms, args.auth = 5000, 1000, False
     args.axctld_arg = ["--job-retention-s", str(args.retention_s)]
     db = args.keep_db or os.path.join(tempfile.mkdtemp(prefix="axjobs-"), "state.db")
     ctl, port = start_controller(args, db, 0)
@@ -71,7 +71,8 @@ def main():
     out["cancel_failures"] = len(failures)
     out["active_jobs"] = json.loads(get(url + "/healthz"))["active_jobs"]
 
-    ctl, _, out["restart_serving_s"] = sigkill_and_restart(ctl, args, db, port, url, 60)
+    ctl, _, out["restart_serving_s"], out["restart_first_answer_s"] = \
+        sigkill_and_restart(ctl, args, db, port, url, 60)
     out["rss_after_restart_mb"] = round(rss_mb(ctl.pid), 1)
     out["db_mb"] = round(os.path.getsize(db) / 1e6, 1)
     ctl.send_signal(signal.SIGTERM)
