@@ -13,24 +13,23 @@
 #include "util.h"
 #include "wire.h"
 
-static json_t *load(const char *text) {
+static json_t *load_with(const char *text, size_t flags) {
         json_error_t e;
-        /* The agent's own reader refuses \u0000; the decoders must not rely on that. */
-        json_t *j = json_loads(text, JSON_ALLOW_NUL, &e);
+        json_t *j = json_loads(text, flags, &e);
         if (!j)
-                fprintf(stderr, "bad test JSON: %s\n", e.text);
+                fprintf(stderr, "refused: %s (%s)\n", text, e.text);
         CHECK(j);
         return j;
 }
 
+static json_t *load(const char *text) {
+        /* The agent's own reader refuses \u0000; the decoders must not rely on that. */
+        return load_with(text, JSON_ALLOW_NUL);
+}
+
 /* An answer read as the agent reads it (agents/agent.c). */
 static json_t *load_answer(const char *text) {
-        json_error_t e;
-        json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &e);
-        if (!j)
-                fprintf(stderr, "answer refused: %s\n", e.text);
-        CHECK(j);
-        return j;
+        return load_with(text, JSON_REJECT_DUPLICATES);
 }
 
 static void check_dump(json_t *j, const char *want) {

@@ -322,10 +322,8 @@ static json_t *one_rank_spec(const char *user) {
                          "/bin/true", "ranks", 1);
 }
 
-static Job *submit(Controller *ctl, const char *user, int ranks) {
-        json_t *spec = json_pack("{s:s,s:s,s:s,s:[s],s:i,s:{s:i}}", "name", "j", "project", "p",
-                                 "user", user, "command", "/bin/true", "ranks", ranks, "restart",
-                                 "max_restarts", 5);
+/* Submits spec (taken over), which must be accepted as a new job. */
+static Job *submit_spec(Controller *ctl, json_t *spec) {
         Job *job = NULL;
         bool created = false;
         CtlError err = {0};
@@ -333,6 +331,12 @@ static Job *submit(Controller *ctl, const char *user, int ranks) {
         CHECK(created);
         json_decref(spec);
         return job;
+}
+
+static Job *submit(Controller *ctl, const char *user, int ranks) {
+        return submit_spec(ctl, json_pack("{s:s,s:s,s:s,s:[s],s:i,s:{s:i}}", "name", "j", "project",
+                                          "p", "user", user, "command", "/bin/true", "ranks", ranks,
+                                          "restart", "max_restarts", 5));
 }
 
 static void sync_ranks(Controller *ctl, Node *node, WireRankReport *ranks, int n) {
@@ -1171,15 +1175,11 @@ static void test_rank_env(void) {
                 node_register(ctl, name);
         }
         CHECK(ctl_end_turn(ctl) == 0);
-        json_t *spec = json_pack("{s:s,s:s,s:s,s:[s],s:i,s:i,s:s,s:{s:s,s:s}}", "name", "big",
-                                 "project", "p", "user", "alice", "command", "/bin/true", "ranks",
-                                 2 * NODES, "ranks_per_node", 2, "framework", "torch", "env",
-                                 "MASTER_PORT", "29500", "NOTE", "x");
-        Job *job = NULL;
-        bool created = false;
-        CtlError err = {0};
-        CHECK(ctl_job_submit(ctl, spec, NULL, &job, &created, &err) == 0);
-        json_decref(spec);
+        Job *job = submit_spec(ctl, json_pack("{s:s,s:s,s:s,s:[s],s:i,s:i,s:s,s:{s:s,s:s}}", "name",
+                                              "big", "project", "p", "user", "alice", "command",
+                                              "/bin/true", "ranks", 2 * NODES, "ranks_per_node", 2,
+                                              "framework", "torch", "env", "MASTER_PORT", "29500",
+                                              "NOTE", "x"));
         wait_for_scheduler(ctl);
         CHECK(ctl_end_turn(ctl) == 0);
         CHECK_INT(job->state, JOB_STARTING);
