@@ -4,7 +4,7 @@
  * kinds of delayed answers (after commit, and long-poll). Runs entirely on the
  * controller's loop thread; libmicrohttpd is used without internal threads.
  */
-#include "api.h"
+#include "api-internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -48,129 +48,7 @@ extern const char api_ui_index_html[], api_ui_app_js[], api_ui_app_css[];
 /* Connections agents can never take, so that API users are served beside any fleet: a
  * sixteenth of the limit, at least this many. */
 #define API_USER_RESERVE_MIN 16
-/* Connections one node's agent may hold: its held poll and the request with news that
- * replaced it, with room for a poll still held after its agent gave up on it. More
- * from one node is a broken or hostile agent taking the rest of the fleet's share. */
-#define API_AGENT_CONNECTIONS_PER_NODE 4
-#define API_MAX_JSON_DEPTH 32
 #define API_RUNS_PER_TURN 64
-
-typedef struct Request Request;
-
-struct Request {
-        char *body;
-        size_t len;
-        bool too_large;
-        struct MHD_Connection *connection;
-        Api *api;
-        ApiRoute route;
-        int64_t started_us;
-        TokenIdentity who; /* when authentication is on */
-        /* A prepared answer, queued when the connection is resumed. */
-        unsigned status;
-        char *answer;
-        const char *content_type; /* NULL: JSON */
-        const char *location; /* for redirects */
-        char *location_buf;
-        /* A rank log streamed from its agent (logproxy.h). */
-        LogProxy *proxy;
-        char proxy_status[8]; /* the status line read so far */
-        size_t proxy_status_len;
-        bool proxy_started; /* the answer is queued; the body streams */
-        bool proxy_suspended; /* waiting for the stream's pipe */
-        char *stream_owner; /* whose stream it is: "user NAME", or "address ADDR" */
-        Request *stream_prev, *stream_next; /* Api.streams */
-        bool in_streams;
-        /* Long-poll of an agent sync (in Api.polls while held). */
-        LongPoll poll;
-        bool polling;
-        /* The sync's: the desired version its agent applied, and whether it takes the
-         * short answer while that version stands. */
-        uint64_t applied_version;
-        bool accepts_unchanged;
-        /* Suspended until the turn that wrote for it commits (in Api.committing). */
-        bool suspended;
-        Request *next_waiting;
-        bool busy; /* turned away to keep the API users' reserve: the connection closes */
-};
-
-/* Per connection (libmicrohttpd's socket context), from its start to its close. */
-typedef struct Connection {
-        /* The node its agent requests speak for: counted in Api.agent_connections and
-         * in that node's count. NULL: no agent request yet. */
-        char *node;
-        SyncMemo *sync_memo; /* its last sync body, decoded */
-} Connection;
-
-struct Api {
-        Controller *ctl;
-        struct MHD_Daemon *mhd;
-        int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
-        bool auth; /* bearer tokens required (ApiOptions) */
-        int streams_per_user;
-        Request *committing; /* suspended until their turn commits */
-        LongPolls polls; /* held agent syncs: the LongPoll is a Request's first member */
-        Request *streams; /* log streams (suspended while their pipe is empty) */
-        int n_streams;
-        int requests; /* in progress: from their first byte to their completion */
-        bool stopping; /* api_shutdown_begin was called */
-        const char *role; /* ApiOptions' */
-        /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
-        uint64_t answers[_ROUTE_MAX + 1][6];
-        Histogram latency[_ROUTE_MAX + 1];
-        uint64_t sync_answers[2]; /* whole, unchanged */
-        uint64_t sync_reports[2]; /* parsed, repeated (the connection's last, decoded then) */
-        /* Connections that agents hold, and how many they may: the rest are the API
-         * users' reserve. */
-        unsigned agent_connections, agent_connection_limit;
-        StrMap *agent_connections_of; /* node name -> connections counted for it */
-        uint64_t agents_turned_away;
-};
-
-/* text: a malloc'd JSON body, taken over. */
-static void request_set_answer_text(Request *req, unsigned status, char *text) {
-        free(req->answer);
-        req->status = status;
-        req->answer = text;
-}
-
-static void request_set_answer(Request *req, unsigned status, json_t *body) {
-        request_set_answer_text(req, status, json_dumps(body, JSON_COMPACT));
-        json_decref(body);
-}
-
-static void request_set_error(Request *req, unsigned status, const char *code, const char *field,
-                              const char *message) {
-        WireError e = {.code = code, .message = message, .field = field};
-        request_set_answer(req, status, wire_error_encode(&e));
-}
-
-/* The HTTP face of the core's errors. */
-static const struct {
-        unsigned status;
-        const char *code;
-} ctl_error_http[_CTL_ERR_MAX] = {
-        [CTL_ERR_NONE] = {500, "internal"},
-        [CTL_ERR_INVALID_SPEC] = {400, "invalid_spec"},
-        [CTL_ERR_NOT_FOUND] = {404, "not_found"},
-        [CTL_ERR_CONFLICT] = {409, "conflict"},
-        [CTL_ERR_UNSCHEDULABLE] = {422, "unschedulable"},
-        [CTL_ERR_TOO_MANY_JOBS] = {429, "too_many_jobs"},
-        [CTL_ERR_UNKNOWN_NODE] = {404, "unknown_node"},
-        [CTL_ERR_NODE_CLAIMED] = {409, "node_claimed"},
-        [CTL_ERR_BOOT_MISMATCH] = {409, "boot_mismatch"},
-};
-
-static void request_set_ctl_error(Request *req, const CtlError *err) {
-        CtlErrorCode c = err->code > 0 && err->code < _CTL_ERR_MAX ? err->code : CTL_ERR_NONE;
-        request_set_error(req, ctl_error_http[c].status, ctl_error_http[c].code, err->field,
-                          err->message);
-}
-
-/* The controller stopped after a failed durable write: nothing more is acknowledged. */
-static void request_set_unavailable(Request *req, const char *why) {
-        request_set_error(req, 503, "unavailable", NULL, why);
-}
 
 /* The status page loads nothing but its own files and the API, and no one frames it. */
 static void ui_headers(struct MHD_Response *resp) {
@@ -216,76 +94,6 @@ static enum MHD_Result queue_answer(struct MHD_Connection *con, Request *req) {
         return r;
 }
 
-static const char *query(struct MHD_Connection *con, const char *key) {
-        return MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, key);
-}
-
-/* Parses a non-negative decimal query value; def when absent, -1 when malformed. */
-static int64_t query_int(struct MHD_Connection *con, const char *key, int64_t def) {
-        const char *s = query(con, key);
-        if (!s)
-                return def;
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno || end == s || *end || v < 0)
-                return -1;
-        return v;
-}
-
-/*
- * Whether JSON text nests at most max levels. jansson's own limit is 2048, far deeper
- * than any spec or report needs, and a deep document costs recursion and memory.
- */
-static bool json_depth_ok(const char *text, size_t len, int max) {
-        int depth = 0;
-        bool in_string = false;
-        for (size_t i = 0; i < len; i++) {
-                char c = text[i];
-                if (in_string) {
-                        if (c == '\\')
-                                i++;
-                        else if (c == '"')
-                                in_string = false;
-                } else if (c == '"')
-                        in_string = true;
-                else if (c == '{' || c == '[') {
-                        if (++depth > max)
-                                return false;
-                } else if (c == '}' || c == ']')
-                        depth--;
-        }
-        return true;
-}
-
-static json_t *parse_body(Request *req) {
-        if (!req->body || req->len == 0) {
-                request_set_error(req, 400, "bad_json", NULL, "the request needs a JSON body");
-                return NULL;
-        }
-        if (!json_depth_ok(req->body, req->len, API_MAX_JSON_DEPTH)) {
-                request_set_error(req, 400, "bad_json", NULL,
-                                  "the JSON nests deeper than 32 levels");
-                return NULL;
-        }
-        json_error_t jerr;
-        json_t *j = json_loadb(req->body, req->len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!j) {
-                char msg[300];
-                snprintf(msg, sizeof(msg), "malformed JSON at line %d column %d: %s", jerr.line,
-                         jerr.column, jerr.text);
-                request_set_error(req, 400, "bad_json", NULL, msg);
-                return NULL;
-        }
-        /* jansson limits nesting to 2048; a JSON object is all we ever take. */
-        if (!json_is_object(j)) {
-                json_decref(j);
-                request_set_error(req, 400, "bad_json", NULL, "the body must be a JSON object");
-                return NULL;
-        }
-        return j;
-}
-
 /* Parses a positive job id from a path segment; -1 if it is not one. */
 static int64_t parse_id(const char *s, size_t len) {
         if (len == 0 || len > 18)
@@ -302,13 +110,6 @@ static int64_t parse_id(const char *s, size_t len) {
 /* With authentication on, a user sees and acts on the jobs of its projects only. */
 static bool may_see_project(const Api *api, const Request *req, const char *project) {
         return !api->auth || token_identity_has_project(&req->who, project);
-}
-
-static void request_set_forbidden(Request *req, const char *what) {
-        char msg[300];
-        snprintf(msg, sizeof(msg), "token %s (%s) may not %s", req->who.name ? req->who.name : "?",
-                 token_role_to_string(req->who.role) ?: "?", what);
-        request_set_error(req, 403, "forbidden", NULL, msg);
 }
 
 typedef struct ListCtx {
@@ -335,13 +136,13 @@ static bool list_one(void *userdata, Job *job) {
 }
 
 static void handle_jobs_list(Api *api, Request *req, struct MHD_Connection *con) {
-        const char *state_s = query(con, "state");
+        const char *state_s = api_query(con, "state");
         JobState state = _JOB_STATE_INVALID;
         if (state_s && (state = job_state_from_string(state_s)) == _JOB_STATE_INVALID) {
                 request_set_error(req, 400, "bad_request", "state", "unknown job state");
                 return;
         }
-        int64_t limit = query_int(con, "limit", 100), after = query_int(con, "after", 0);
+        int64_t limit = api_query_int(con, "limit", 100), after = api_query_int(con, "after", 0);
         if (limit < 1 || limit > 1000) {
                 request_set_error(req, 400, "bad_request", "limit",
                                   "limit must be between 1 and 1000");
@@ -351,7 +152,7 @@ static void handle_jobs_list(Api *api, Request *req, struct MHD_Connection *con)
                 request_set_error(req, 400, "bad_request", "after", "after must be a job id");
                 return;
         }
-        const char *project = query(con, "project");
+        const char *project = api_query(con, "project");
         if (project && !may_see_project(api, req, project)) {
                 request_set_forbidden(req, "list the jobs of that project");
                 return;
@@ -386,7 +187,7 @@ static int event_one(void *userdata, const StoreEvent *e) {
 }
 
 static void handle_events(Api *api, Request *req, struct MHD_Connection *con, int64_t job) {
-        int64_t after = query_int(con, "after", 0), limit = query_int(con, "limit", 1000);
+        int64_t after = api_query_int(con, "after", 0), limit = api_query_int(con, "limit", 1000);
         if (after < 0 || limit < 1 || limit > 10000) {
                 request_set_error(req, 400, "bad_request", after < 0 ? "after" : "limit",
                                   "after must be a sequence number, limit 1 to 10000");
@@ -432,7 +233,8 @@ static int streams_of(const Api *api, const char *owner) {
 }
 
 static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job *job) {
-        int64_t rank = query_int(con, "rank", 0), attempt = query_int(con, "attempt", job->attempt);
+        int64_t rank = api_query_int(con, "rank", 0),
+                attempt = api_query_int(con, "attempt", job->attempt);
         if (rank < 0 || rank >= job->spec->ranks) {
                 request_set_error(req, 400, "bad_request", "rank", "no such rank in this job");
                 return;
@@ -469,7 +271,7 @@ static void handle_logs(Api *api, Request *req, struct MHD_Connection *con, Job 
                 return;
         }
         req->stream_owner = owner;
-        const char *follow = query(con, "follow");
+        const char *follow = api_query(con, "follow");
         bool following = follow && strcmp(follow, "0") != 0;
         _cleanup_free_ char *path =
                 xasprintf("/v1/logs/%lld/%d/%d", (long long) job->id, r->attempt, r->rank);
@@ -535,7 +337,7 @@ static void route_node(Api *api, Request *req, ApiRoute route, const char *name)
         if (route == ROUTE_NODE_DRAIN) {
                 bool now = false;
                 if (req->len > 0) {
-                        json_t *j = parse_body(req);
+                        json_t *j = api_parse_body(req);
                         if (!j)
                                 return;
                         json_t *v = json_object_get(j, "now");
@@ -558,7 +360,7 @@ static void route_node(Api *api, Request *req, ApiRoute route, const char *name)
 }
 
 static void handle_submit(Api *api, Request *req, struct MHD_Connection *con) {
-        json_t *spec = parse_body(req);
+        json_t *spec = api_parse_body(req);
         if (!spec)
                 return;
         const char *key = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Idempotency-Key");
@@ -597,182 +399,6 @@ static void handle_submit(Api *api, Request *req, struct MHD_Connection *con) {
                 request_set_ctl_error(req, &err);
         else
                 request_set_answer(req, created ? 201 : 200, view_job(api->ctl, job, true));
-}
-
-static void agent_connection_release(Api *api, Connection *c) {
-        if (!c->node)
-                return;
-        intptr_t n = (intptr_t) strmap_get(api->agent_connections_of, c->node);
-        if (n > 1)
-                strmap_put(api->agent_connections_of, c->node, (void *) (n - 1));
-        else
-                strmap_remove(api->agent_connections_of, c->node);
-        api->agent_connections--;
-        free(c->node);
-        c->node = NULL;
-}
-
-/* 503 busy: the connection closes, and the agent retries with jitter as after any failed
- * request. */
-static bool agent_turned_away(Api *api, Request *req, const char *why) {
-        api->agents_turned_away++;
-        req->busy = true;
-        request_set_error(req, 503, "busy", NULL, why);
-        return false;
-}
-
-/*
- * An agent's request for node is served on a connection that already speaks for that
- * node; on another, while the node holds fewer than API_AGENT_CONNECTIONS_PER_NODE and
- * agents fewer than their limit. So a fleet larger than the process can hold never takes
- * the API users' reserve, and one agent (with its node's token) cannot take the fleet's.
- * Called once the node is known to be the token's.
- */
-static Connection *connection_of(struct MHD_Connection *con) {
-        const union MHD_ConnectionInfo *info =
-                MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        return info ? info->socket_context : NULL;
-}
-
-static bool agent_admitted(Api *api, Request *req, struct MHD_Connection *con, const char *node) {
-        Connection *c = connection_of(con);
-        if (!c || (c->node && strcmp(c->node, node) == 0))
-                return true;
-        agent_connection_release(api, c);
-        intptr_t n = (intptr_t) strmap_get(api->agent_connections_of, node);
-        if (n >= API_AGENT_CONNECTIONS_PER_NODE)
-                return agent_turned_away(api, req,
-                                         "this node's agent holds as many connections as one "
-                                         "node may; retry");
-        if (api->agent_connections >= api->agent_connection_limit)
-                return agent_turned_away(api, req,
-                                         "the controller holds as many agent connections as "
-                                         "it may; retry");
-        strmap_put(api->agent_connections_of, node, (void *) (n + 1));
-        c->node = xstrdup(node);
-        api->agent_connections++;
-        return true;
-}
-
-static void handle_register(Api *api, Request *req, struct MHD_Connection *con) {
-        json_t *j = parse_body(req);
-        if (!j)
-                return;
-        WireRegister msg;
-        JsonError jerr = {0};
-        Node *node = NULL;
-        CtlError err = {0};
-        if (wire_register_parse(j, &msg, &jerr) < 0)
-                request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
-        else if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
-                 !util_streq_ptr(req->who.node, msg.node))
-                request_set_forbidden(req, "register another node");
-        else if (!agent_admitted(api, req, con, msg.node))
-                ;
-        else if (ctl_node_register(api->ctl, &msg, &node, &err) < 0)
-                request_set_ctl_error(req, &err);
-        else {
-                char log_key[TOKEN_HASH_HEX];
-                bool keyed = ctl_node_log_key(api->ctl, node->name, log_key) == 0;
-                request_set_answer(req, 200,
-                                   wire_register_answer_encode(&(WireRegisterAnswer){
-                                           .node = node->name,
-                                           .lease_ms = ctl_config(api->ctl)->lease_ms,
-                                           .sync_period_ms = ctl_config(api->ctl)->sync_period_ms,
-                                           .log_key = keyed ? log_key : NULL,
-                                   }));
-                explicit_bzero(log_key, sizeof(log_key));
-        }
-        json_decref(j);
-}
-
-/*
- * A sync's answer: the node's desired ranks, or, to an agent that accepts it and has
- * applied the node's version, the short answer that they did not change. The version
- * grows with every change of the desired set (daemon/transition.c), so an equal version
- * means an equal set, and the answer costs nothing to render.
- */
-static void request_set_sync_answer(Api *api, Request *req, Node *node) {
-        bool unchanged = req->accepts_unchanged && node->version == req->applied_version;
-        api->sync_answers[unchanged]++;
-        request_set_answer_text(req, 200, view_desired(api->ctl, node, unchanged));
-}
-
-/*
- * Answers a sync now, or holds it (returns true) until its node's desired state changes
- * or a sync period passes. The agent's other request, held before this one, was dropped
- * for it: answered after this turn's commit, it frees its connection now instead of at
- * its deadline.
- */
-static bool sync_answer_or_hold(Api *api, Request *req, Node *node, int64_t wait_ms,
-                                uint64_t version, bool answer_now) {
-        for (LongPoll *p = longpolls_of_node(&api->polls, node->index); p; p = p->node_next)
-                longpolls_set_deadline(&api->polls, p, 0);
-        if (wait_ms <= 0 || node->version != version || answer_now) {
-                request_set_sync_answer(api, req, node);
-                return false;
-        }
-        /* Held at most one sync period: an answer is the agent's proof of contact for
-         * its lease, and each request is ours for the node's. */
-        int64_t period = ctl_config(api->ctl)->sync_period_ms;
-        req->polling = true;
-        req->poll.node = node->index;
-        req->poll.deadline_ms = util_now_ms() + (wait_ms < period ? wait_ms : period);
-        return true;
-}
-
-/* Returns true when the request should wait for a change of its node's state. */
-static bool handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
-        int64_t wait_ms = query_int(con, "wait_ms", 0), version = query_int(con, "version", 0);
-        if (wait_ms < 0 || version < 0) {
-                request_set_error(req, 400, "bad_request", wait_ms < 0 ? "wait_ms" : "version",
-                                  "must be a non-negative integer");
-                return false;
-        }
-        req->applied_version = (uint64_t) version;
-        req->accepts_unchanged = wire_accepts(query(con, "accept"), WIRE_ACCEPT_UNCHANGED);
-        /* The same bytes as this connection's last sync: the same report, decoded then. */
-        Connection *c = connection_of(con);
-        const WireSync *msg = sync_memo_get(c ? c->sync_memo : NULL, req->body, req->len);
-        WireSync parsed = {0};
-        json_t *j = NULL;
-        if (!msg) {
-                JsonError jerr = {0};
-                if (!(j = parse_body(req)))
-                        return false;
-                if (wire_sync_parse(j, &parsed, &jerr) < 0) {
-                        request_set_error(req, 400, "bad_request", jerr.field, jerr.message);
-                        json_decref(j);
-                        return false;
-                }
-                msg = &parsed;
-        }
-        bool wait = false;
-        if (api->auth && req->who.role == TOKEN_ROLE_AGENT &&
-            !util_streq_ptr(req->who.node, msg->node)) {
-                request_set_forbidden(req, "sync for another node");
-        } else if (agent_admitted(api, req, con, msg->node)) {
-                api->sync_reports[msg != &parsed]++;
-                /* Kept only for admitted agents: their connections are bounded. */
-                if (msg == &parsed && c) {
-                        sync_memo_free(c->sync_memo);
-                        c->sync_memo = sync_memo_new(req->body, req->len, &parsed);
-                }
-                /* The first sync since this controller started is answered at once: the
-                 * agent's lease still counts from a request sent to the controller before,
-                 * and holding this one would spend up to a sync period more of it. */
-                Node *node = NULL;
-                CtlError err = {0};
-                int r = ctl_node_sync(api->ctl, msg, (uint64_t) version, &node, &err);
-                if (r < 0)
-                        request_set_ctl_error(req, &err);
-                else
-                        wait = sync_answer_or_hold(api, req, node, wait_ms, (uint64_t) version,
-                                                   r > 0);
-        }
-        wire_sync_clear(&parsed);
-        json_decref(j);
-        return wait;
 }
 
 /* An answer written as a stream: the 500 is set when there is no memory for one. */
@@ -901,8 +527,8 @@ static bool goodput_visible(void *userdata, const char *project) {
 }
 
 static void handle_goodput(Api *api, Request *req, struct MHD_Connection *con) {
-        const char *project = query(con, "project"), *since_s = query(con, "since");
-        const char *timeline = query(con, "timeline");
+        const char *project = api_query(con, "project"), *since_s = api_query(con, "since");
+        const char *timeline = api_query(con, "timeline");
         if (project && !may_see_project(api, req, project)) {
                 request_set_forbidden(req, "see the goodput of that project");
                 return;
@@ -1065,10 +691,10 @@ static bool route(Api *api, Request *req, struct MHD_Connection *con, const char
                 request_set_answer(req, 200, view_quotas(api->ctl));
                 break;
         case ROUTE_AGENT_REGISTER:
-                handle_register(api, req, con);
+                api_handle_register(api, req, con);
                 break;
         case ROUTE_AGENT_SYNC:
-                return handle_sync(api, req, con);
+                return api_handle_sync(api, req, con);
         case ROUTE_NOT_FOUND:
                 /* Answered above. No default: -Wswitch makes every new route need a case. */
                 request_set_error(req, 404, "not_found", NULL, "no such route");

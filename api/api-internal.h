@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the API (api/ only): a request as the server keeps it from its first byte to
+ * its completion, the connection it came on, and the server's state, shared by the
+ * server (api.c), the request helpers (request.c) and the agents' routes
+ * (agent-routes.c).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api.h"
+#include "logproxy.h"
+#include "longpoll.h"
+#include "metrics.h"
+#include "routes.h"
+#include "syncmemo.h"
+#include "tokens.h"
+
+/* Connections one node's agent may hold: its held poll and the request with news that
+ * replaced it, with room for a poll still held after its agent gave up on it. More
+ * from one node is a broken or hostile agent taking the rest of the fleet's share. */
+#define API_AGENT_CONNECTIONS_PER_NODE 4
+#define API_MAX_JSON_DEPTH 32
+
+typedef struct Request Request;
+
+struct Request {
+        char *body;
+        size_t len;
+        bool too_large;
+        struct MHD_Connection *connection;
+        Api *api;
+        ApiRoute route;
+        int64_t started_us;
+        TokenIdentity who; /* when authentication is on */
+        /* A prepared answer, queued when the connection is resumed. */
+        unsigned status;
+        char *answer;
+        const char *content_type; /* NULL: JSON */
+        const char *location; /* for redirects */
+        char *location_buf;
+        /* A rank log streamed from its agent (logproxy.h). */
+        LogProxy *proxy;
+        char proxy_status[8]; /* the status line read so far */
+        size_t proxy_status_len;
+        bool proxy_started; /* the answer is queued; the body streams */
+        bool proxy_suspended; /* waiting for the stream's pipe */
+        char *stream_owner; /* whose stream it is: "user NAME", or "address ADDR" */
+        Request *stream_prev, *stream_next; /* Api.streams */
+        bool in_streams;
+        /* Long-poll of an agent sync (in Api.polls while held). */
+        LongPoll poll;
+        bool polling;
+        /* The sync's: the desired version its agent applied, and whether it takes the
+         * short answer while that version stands. */
+        uint64_t applied_version;
+        bool accepts_unchanged;
+        /* Suspended until the turn that wrote for it commits (in Api.committing). */
+        bool suspended;
+        Request *next_waiting;
+        bool busy; /* turned away to keep the API users' reserve: the connection closes */
+};
+
+/* Per connection (libmicrohttpd's socket context), from its start to its close. */
+typedef struct Connection {
+        /* The node its agent requests speak for: counted in Api.agent_connections and
+         * in that node's count. NULL: no agent request yet. */
+        char *node;
+        SyncMemo *sync_memo; /* its last sync body, decoded */
+} Connection;
+
+struct Api {
+        Controller *ctl;
+        struct MHD_Daemon *mhd;
+        int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
+        bool auth; /* bearer tokens required (ApiOptions) */
+        int streams_per_user;
+        Request *committing; /* suspended until their turn commits */
+        LongPolls polls; /* held agent syncs: each LongPoll is a Request's member poll */
+        Request *streams; /* log streams (suspended while their pipe is empty) */
+        int n_streams;
+        int requests; /* in progress: from their first byte to their completion */
+        bool stopping; /* api_shutdown_begin was called */
+        const char *role; /* ApiOptions' */
+        /* For /metrics: per route, answers by status class (1xx..5xx) and latency. */
+        uint64_t answers[_ROUTE_MAX + 1][6];
+        Histogram latency[_ROUTE_MAX + 1];
+        uint64_t sync_answers[2]; /* whole, unchanged */
+        uint64_t sync_reports[2]; /* parsed, repeated (the connection's last, decoded then) */
+        /* Connections that agents hold, and how many they may: the rest are the API
+         * users' reserve. */
+        unsigned agent_connections, agent_connection_limit;
+        StrMap *agent_connections_of; /* node name -> connections counted for it */
+        uint64_t agents_turned_away;
+};
+
+/* The answer, set by a handler and queued once its turn commits (request.c). */
+/* text: a malloc'd JSON body, taken over. */
+void request_set_answer_text(Request *req, unsigned status, char *text);
+/* body: taken over. */
+void request_set_answer(Request *req, unsigned status, json_t *body);
+void request_set_error(Request *req, unsigned status, const char *code, const char *field,
+                       const char *message);
+void request_set_ctl_error(Request *req, const CtlError *err);
+void request_set_unavailable(Request *req, const char *why);
+void request_set_forbidden(Request *req, const char *what);
+const char *api_query(struct MHD_Connection *con, const char *key);
+int64_t api_query_int(struct MHD_Connection *con, const char *key, int64_t def);
+/* The body as a JSON object, or NULL with the 400 set. */
+json_t *api_parse_body(Request *req);
+
+/* The agents' routes (agent-routes.c). */
+void api_handle_register(Api *api, Request *req, struct MHD_Connection *con);
+/* Returns true when the sync is held until its node's desired state changes. */
+bool api_handle_sync(Api *api, Request *req, struct MHD_Connection *con);
+void request_set_sync_answer(Api *api, Request *req, Node *node);
+/* Forgets that c's agent holds it (when it closes). */
+void agent_connection_release(Api *api, Connection *c);
