@@ -488,7 +488,7 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
                 body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts, a->n_ckpts,
                                              &a->health, a->request_id);
                 url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64
-                                "&accept=" WIRE_ACCEPT_UNCHANGED,
+                                "&accept=" WIRE_ACCEPT_UNCHANGED "," WIRE_ACCEPT_SHARED_ENV,
                                 agent_controller(a), wait_ms, a->version);
                 a->request_timeout_ms = wait_ms + agent_patience_ms(a, 5000);
         }
@@ -620,6 +620,7 @@ static void agent_rank_start(Agent *a, const WireDesiredRank *d) {
         if (!error) {
                 RankEnvRequest req = {
                         .env = d->env,
+                        .shared_env = d->shared_env,
                         .devices = d->devices,
                         .accelerator = d->accelerator,
                         .profile_dir = a->cfg.profile_dir,

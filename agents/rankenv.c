@@ -24,27 +24,25 @@ static bool env_key_valid(const char *key) {
         return *key && !strchr(key, '=');
 }
 
-/* Copies the job's env, checking every value is a string; NULL with *ret_error else. */
-static json_t *env_copy_desired(json_t *desired, char **ret_error) {
-        json_t *env = json_object();
+/* Copies desired's variables into env, checking every value is a string; -EINVAL with
+ * *ret_error else. */
+static int env_copy_desired(json_t *env, json_t *desired, char **ret_error) {
         if (!desired)
-                return env;
+                return 0;
         if (!json_is_object(desired)) {
                 *ret_error = xstrdup("env is not an object");
-                json_decref(env);
-                return NULL;
+                return -EINVAL;
         }
         const char *key;
         json_t *value;
         json_object_foreach(desired, key, value) {
                 if (!env_key_valid(key) || !json_is_string(value)) {
                         *ret_error = xasprintf("env variable \"%s\" is not a valid string", key);
-                        json_decref(env);
-                        return NULL;
+                        return -EINVAL;
                 }
                 json_object_set(env, key, value);
         }
-        return env;
+        return 0;
 }
 
 /* True when the node has at least one device of backend. */
@@ -173,10 +171,14 @@ static char **env_to_envp(json_t *env, char **ret_error) {
 
 int agent_env_build(const RankEnvRequest *req, const AgentInventory *inv, char ***ret_envp,
                     char **ret_error) {
-        json_t *env = env_copy_desired(req->env, ret_error);
-        if (!env)
-                return -EINVAL;
-        int r = env_add_layers(env, req, inv, ret_error);
+        /* The job's env with the shared variables its rank names (the decoder refused
+         * a variable in both). */
+        json_t *env = json_object();
+        int r = env_copy_desired(env, req->env, ret_error);
+        if (r >= 0)
+                r = env_copy_desired(env, req->shared_env, ret_error);
+        if (r >= 0)
+                r = env_add_layers(env, req, inv, ret_error);
         char **envp = r < 0 ? NULL : env_to_envp(env, ret_error);
         json_decref(env);
         if (r < 0)

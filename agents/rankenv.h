@@ -17,6 +17,7 @@
 
 typedef struct RankEnvRequest {
         json_t *env; /* the desired rank's "env" object (strings), may be NULL */
+        json_t *shared_env; /* and the shared environment it names (strings), may be NULL */
         json_t *devices; /* the desired rank's "devices" array of inventory indices, may be NULL */
         const char *accelerator; /* kind for the launch profile, NULL or "" for none */
         const char *profile_dir; /* NULL: no launch profiles */

@@ -64,6 +64,18 @@ static void test_layers(const AgentInventory *inv) {
                 CHECK(c < 0 || (c == 0 && a < b));
         }
         agent_env_free(envp);
+
+        /* The shared environment the rank names comes with its own; the agent's layers
+         * still win over both. */
+        json_t *shared = json_pack("{s:s,s:s}", "AXCTL_NODE_HOSTNAMES", "h1,h2",
+                                   "AXCTL_PROGRESS_FILE", "/shared/tries/too");
+        req.shared_env = shared;
+        CHECK(agent_env_build(&req, inv, &envp, &error) == 0);
+        CHECK(strcmp(envp_get(envp, "AXCTL_NODE_HOSTNAMES"), "h1,h2") == 0);
+        CHECK(strcmp(envp_get(envp, "AXCTL_RANK"), "3") == 0);
+        CHECK(strcmp(envp_get(envp, "AXCTL_PROGRESS_FILE"), "/state/ranks/1-1-3/progress") == 0);
+        agent_env_free(envp);
+        json_decref(shared);
         json_decref(env);
 }
 

@@ -108,7 +108,8 @@ void api_handle_register(Api *api, Request *req, struct MHD_Connection *con) {
 void request_set_sync_answer(Api *api, Request *req, Node *node) {
         bool unchanged = req->accepts_unchanged && node->version == req->applied_version;
         api->sync_answers[unchanged]++;
-        request_set_answer_text(req, 200, view_desired(api->ctl, node, unchanged));
+        request_set_answer_text(req, 200,
+                                view_desired(api->ctl, node, unchanged, req->accepts_shared_env));
 }
 
 /*
@@ -144,7 +145,9 @@ bool api_handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                 return false;
         }
         req->applied_version = (uint64_t) version;
-        req->accepts_unchanged = wire_accepts(api_query(con, "accept"), WIRE_ACCEPT_UNCHANGED);
+        const char *accept = api_query(con, "accept");
+        req->accepts_unchanged = wire_accepts(accept, WIRE_ACCEPT_UNCHANGED);
+        req->accepts_shared_env = wire_accepts(accept, WIRE_ACCEPT_SHARED_ENV);
         /* The same bytes as this connection's last sync: the same report, decoded then. */
         Connection *c = connection_of(con);
         const WireSync *msg = sync_memo_get(c ? c->sync_memo : NULL, req->body, req->len);

@@ -59,6 +59,7 @@ struct Request {
          * short answer while that version stands. */
         uint64_t applied_version;
         bool accepts_unchanged;
+        bool accepts_shared_env; /* and the jobs' host lists once per answer */
         /* Suspended until the turn that wrote for it commits (in Api.committing). */
         bool suspended;
         Request *next_waiting;

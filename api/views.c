@@ -5,6 +5,10 @@
  */
 #include "views.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "health.h"
 #include "scheduler.h"
 #include "util.h"
@@ -122,24 +126,50 @@ json_t *view_event(const StoreEvent *e) {
         return j;
 }
 
+/* A job's variables that its ranks in an answer share (RANK_ENV_SHARED). */
+typedef struct SharedEnv {
+        const Job *job;
+        char name[24];
+        WireEnvVar vars[RANK_ENV_SHARED];
+} SharedEnv;
+
 typedef struct DesiredCtx {
         Controller *ctl;
         JsonWriter w;
         RankEnv env; /* one for all ranks: each overwrites the last's */
+        bool share; /* the agent accepts shared environments */
+        SharedEnv *shared; /* one per job with ranks in the answer */
+        size_t n_shared, cap_shared;
 } DesiredCtx;
+
+/* The shared environment of job's ranks, added at its first rank (a node has ranks of
+ * a few jobs: a scan is enough). */
+static const char *shared_env_name(DesiredCtx *c, const Job *job) {
+        for (size_t i = 0; i < c->n_shared; i++)
+                if (c->shared[i].job == job)
+                        return c->shared[i].name;
+        GROW(c->shared, c->n_shared, c->cap_shared);
+        SharedEnv *e = &c->shared[c->n_shared++];
+        e->job = job;
+        snprintf(e->name, sizeof(e->name), "%" PRId64, job->id);
+        memcpy(e->vars, c->env.vars, sizeof(e->vars));
+        return e->name;
+}
 
 static void add_desired(void *userdata, Job *job, Rank *rank) {
         static const int no_devices[1];
         DesiredCtx *c = userdata;
         JobSpec *spec = job->spec;
         ctl_rank_env(c->ctl, job, rank, &c->env);
+        size_t own = c->share ? RANK_ENV_SHARED : 0;
         wire_desired_rank_write(&c->w,
                                 &(WireDesiredRankOut){
                                         .key = {job->id, rank->attempt, rank->rank},
                                         .argv = (const char *const *) spec->command,
                                         .n_argv = (size_t) spec->n_command,
-                                        .env = c->env.vars,
-                                        .n_env = c->env.n_vars,
+                                        .env = c->env.vars + own,
+                                        .n_env = c->env.n_vars - own,
+                                        .shared_env = c->share ? shared_env_name(c, job) : NULL,
                                         /* [] for none: null would mean unset */
                                         .devices = rank->devices ? rank->devices : no_devices,
                                         .n_devices = (size_t) rank->n_devices,
@@ -155,16 +185,21 @@ static void add_desired(void *userdata, Job *job, Rank *rank) {
                                 });
 }
 
-char *view_desired(Controller *ctl, Node *node, bool unchanged) {
+char *view_desired(Controller *ctl, Node *node, bool unchanged, bool shared_env) {
         WireSyncAnswer answer = {.version = (int64_t) node->version,
                                  .lease_ms = ctl_config(ctl)->lease_ms,
                                  .sync_period_ms = ctl_config(ctl)->sync_period_ms,
                                  .unchanged = unchanged};
-        DesiredCtx c = {.ctl = ctl};
+        DesiredCtx c = {.ctl = ctl, .share = shared_env};
         wire_sync_answer_write_begin(&c.w, &answer);
         if (!unchanged)
                 ctl_node_desired_foreach(ctl, node, add_desired, &c);
-        wire_sync_answer_write_end(&c.w, &answer);
+        WireSharedEnvOut *out = xcalloc(c.n_shared + 1, sizeof(WireSharedEnvOut));
+        for (size_t i = 0; i < c.n_shared; i++)
+                out[i] = (WireSharedEnvOut){c.shared[i].name, c.shared[i].vars, RANK_ENV_SHARED};
+        wire_sync_answer_write_end(&c.w, &answer, out, c.n_shared);
+        free(out);
+        free(c.shared);
         ctl_rank_env_clear(&c.env);
         return json_writer_take(&c.w);
 }

@@ -14,9 +14,10 @@ json_t *view_event(const StoreEvent *e);
 /* Per project, its quota and use of each resource kind (GET /v1/quotas). */
 json_t *view_quotas(Controller *ctl);
 /* The answer of a sync for node: its desired ranks, or with unchanged the short answer
- * saying they are still those of the node's version (docs/PROTOCOL.md). Compact JSON
- * text, malloc'd: written directly, as it is the hottest answer. */
-char *view_desired(Controller *ctl, Node *node, bool unchanged);
+ * saying they are still those of the node's version (docs/PROTOCOL.md); with shared_env,
+ * each job's host list once, not in each of its ranks. Compact JSON text, malloc'd:
+ * written directly, as it is the hottest answer. */
+char *view_desired(Controller *ctl, Node *node, bool unchanged, bool shared_env);
 json_t *view_time(int64_t wall_ms); /* RFC 3339 or null for 0 */
 
 /* Goodput (goodput-view.c). A job's: its buckets, and with details its timeline and

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "../tests/unit/check.h"
 #include "util.h"
@@ -388,13 +389,18 @@ static void test_sync(void) {
 /* ---- sync answer ---- */
 
 /* A whole answer's text from the controller's plain arrays. */
-static char *answer_text(const WireSyncAnswer *a, const WireDesiredRankOut *ranks, size_t n) {
+static char *answer_text_shared(const WireSyncAnswer *a, const WireDesiredRankOut *ranks, size_t n,
+                                const WireSharedEnvOut *shared, size_t n_shared) {
         JsonWriter w = {0};
         wire_sync_answer_write_begin(&w, a);
         for (size_t i = 0; i < n; i++)
                 wire_desired_rank_write(&w, &ranks[i]);
-        wire_sync_answer_write_end(&w, a);
+        wire_sync_answer_write_end(&w, a, shared, n_shared);
         return json_writer_take(&w);
+}
+
+static char *answer_text(const WireSyncAnswer *a, const WireDesiredRankOut *ranks, size_t n) {
+        return answer_text_shared(a, ranks, n, NULL, 0);
 }
 
 static void test_sync_answer_round_trip(void) {
@@ -552,6 +558,152 @@ static void test_sync_answer_unchanged(void) {
               -EBADMSG);
 }
 
+/* The answer {"version":1,"ranks":ranks,"shared_env":shared} (both taken over), decoded. */
+static void shared_answer_parse(json_t *ranks, json_t *shared, WireSyncAnswer *ret) {
+        json_t *j = json_pack("{s:i,s:o,s:o}", "version", 1, "ranks", ranks, "shared_env", shared);
+        char *text = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        CHECK_INT(wire_sync_answer_parse(load_answer(text), ret), 0);
+        free(text);
+}
+
+/* An object of n variables PREFIX0.. whose values are each len bytes of 'v'. */
+static json_t *env_of(const char *prefix, int n, size_t len) {
+        char *value = xmalloc(len + 1);
+        memset(value, 'v', len);
+        value[len] = '\0';
+        json_t *env = json_object();
+        for (int i = 0; i < n; i++) {
+                char key[WIRE_MAX_NAME + 1];
+                snprintf(key, sizeof(key), "%s%d", prefix, i);
+                json_object_set_new(env, key, json_string(value));
+        }
+        free(value);
+        return env;
+}
+
+/* A desired rank of job 1 naming shared environment name, with env (taken over; may be
+ * NULL). */
+static json_t *rank_naming(int rank, const char *name, json_t *env) {
+        json_t *o = json_pack("{s:i,s:i,s:i,s:[s],s:s}", "job", 1, "attempt", 1, "rank", rank,
+                              "argv", "x", "shared_env", name);
+        if (env)
+                json_object_set_new(o, "env", env);
+        return o;
+}
+
+/* The error of a rank of an answer of that one rank, malloc'd; NULL: none. */
+static char *shared_rank_error(json_t *rank, json_t *shared) {
+        WireSyncAnswer a;
+        shared_answer_parse(json_pack("[o]", rank), shared, &a);
+        CHECK_INT(a.n_ranks, 1);
+        char *error = a.n_ranks == 1 && a.ranks[0].error ? xstrdup(a.ranks[0].error) : NULL;
+        wire_sync_answer_clear(&a);
+        return error;
+}
+
+static void expect_shared_error(json_t *rank, json_t *shared, const char *needle) {
+        char *error = shared_rank_error(rank, shared);
+        if (!error || !strstr(error, needle))
+                fprintf(stderr, "shared_env: error '%s', want '%s'\n", error ? error : "(none)",
+                        needle);
+        CHECK(error && strstr(error, needle));
+        free(error);
+}
+
+/*
+ * Variables shared by the ranks of an answer: written once, and each rank that names
+ * them has them besides its own env (the agent adds them when it builds the rank's
+ * environment). A name the answer lacks, a variable both shared and the rank's, or
+ * limits broken by the two together, fail that rank. A hostile controller cannot make an
+ * answer cost more to decode than its size: nothing shared is copied per rank.
+ */
+static void test_sync_answer_shared_env(void) {
+        const char *argv[] = {"x"};
+        const WireEnvVar own0[] = {{"AXCTL_RANK", "0"}}, own1[] = {{"AXCTL_RANK", "1"}};
+        const WireEnvVar hosts[] = {{"AXCTL_NODE_HOSTNAMES", "a,b,\"c\""}};
+        WireDesiredRankOut ranks[] = {
+                {.key = {7, 1, 0},
+                 .argv = argv,
+                 .n_argv = 1,
+                 .env = own0,
+                 .n_env = 1,
+                 .shared_env = "7"},
+                {.key = {7, 1, 1},
+                 .argv = argv,
+                 .n_argv = 1,
+                 .env = own1,
+                 .n_env = 1,
+                 .shared_env = "7"},
+                {.key = {9, 2, 0}, .argv = argv, .n_argv = 1, .shared_env = "9"},
+        };
+        const WireSharedEnvOut shared[] = {{"7", hosts, 1}, {"9", hosts, 1}};
+        WireSyncAnswer in = {.version = 3, .lease_ms = 5000, .sync_period_ms = 1000};
+        char *text = answer_text_shared(&in, ranks, 3, shared, 2);
+        CHECK(strstr(text, "\"memory_mb\":0,\"shared_env\":\"7\"}"));
+        CHECK(strstr(text, "],\"shared_env\":{\"7\":{\"AXCTL_NODE_HOSTNAMES\":"
+                           "\"a,b,\\\"c\\\"\"},\"9\":{"));
+        WireSyncAnswer out;
+        CHECK_INT(wire_sync_answer_parse(load_answer(text), &out), 0);
+        CHECK_INT(out.n_ranks, 3);
+        for (size_t i = 0; i < out.n_ranks; i++) {
+                const WireDesiredRank *d = &out.ranks[i];
+                CHECK(!d->error);
+                CHECK_STR(json_string_value(json_object_get(d->shared_env, "AXCTL_NODE_HOSTNAMES")),
+                          "a,b,\"c\"");
+                CHECK(!json_object_get(d->env, "AXCTL_NODE_HOSTNAMES"));
+        }
+        CHECK_STR(json_string_value(json_object_get(out.ranks[1].env, "AXCTL_RANK")), "1");
+        CHECK(!out.ranks[2].env);
+        wire_sync_answer_clear(&out);
+        free(text);
+
+        /* Names no environment of the answer. */
+        expect_shared_error(rank_naming(0, "8", NULL), json_pack("{s:{s:s}}", "7", "H", "h"),
+                            "names no shared environment");
+        expect_shared_error(json_pack("{s:i,s:i,s:i,s:[s],s:i}", "job", 1, "attempt", 1, "rank", 0,
+                                      "argv", "x", "shared_env", 7),
+                            json_pack("{s:{s:s}}", "7", "H", "h"), "names no shared environment");
+        expect_shared_error(rank_naming(0, "7", NULL), json_pack("[{s:s}]", "H", "h"),
+                            "names no shared environment");
+        /* The same variable both ways: which one wins would be a guess. */
+        expect_shared_error(rank_naming(0, "7", json_pack("{s:s}", "H", "own")),
+                            json_pack("{s:{s:s}}", "7", "H", "h"), "both the rank's and shared");
+        /* Shared variables are checked as a rank's own. */
+        expect_shared_error(rank_naming(0, "7", NULL), json_pack("{s:{s:i}}", "7", "N", 5),
+                            "env variable N");
+        expect_shared_error(rank_naming(0, "7", NULL), json_pack("{s:{s:s}}", "7", "A=B", "c"),
+                            "invalid variable name");
+        expect_shared_error(rank_naming(0, "7", NULL),
+                            json_pack("{s:o}", "7", env_of("H", 9, WIRE_MAX_STRING - 8)),
+                            "larger than");
+        /* Each within its limits, together over them. */
+        expect_shared_error(rank_naming(0, "7", env_of("OWN", 5, 128 * 1000)),
+                            json_pack("{s:o}", "7", env_of("H", 5, 128 * 1000)), "larger than");
+        expect_shared_error(rank_naming(0, "7", env_of("OWN", 3000, 1)),
+                            json_pack("{s:o}", "7", env_of("H", 2000, 1)),
+                            "more than 4096 variables");
+
+        /*
+         * Every rank of a full answer names one shared environment as large as allowed:
+         * copied into each rank it would take gigabytes. Decoding takes what the text
+         * takes.
+         */
+        struct rusage before, after;
+        getrusage(RUSAGE_SELF, &before);
+        json_t *many = json_array();
+        for (int r = 0; r < WIRE_MAX_RANKS; r++)
+                json_array_append_new(many, rank_naming(r, "big", NULL));
+        shared_answer_parse(many, json_pack("{s:o}", "big", env_of("K", WIRE_MAX_ENV, 200)), &out);
+        CHECK_INT(out.n_ranks, WIRE_MAX_RANKS);
+        for (size_t i = 0; i < out.n_ranks; i++)
+                CHECK(!out.ranks[i].error &&
+                      json_object_size(out.ranks[i].shared_env) == WIRE_MAX_ENV);
+        getrusage(RUSAGE_SELF, &after);
+        CHECK(after.ru_maxrss - before.ru_maxrss < 256 * 1024); /* KiB: under 256 MiB */
+        wire_sync_answer_clear(&out);
+}
+
 /* The accept list of a sync's query: whole names only, in any place of the list. */
 static void test_accepts(void) {
         CHECK(wire_accepts("unchanged", WIRE_ACCEPT_UNCHANGED));
@@ -564,6 +716,8 @@ static void test_accepts(void) {
         CHECK(!wire_accepts("unchangedx,xunchanged", WIRE_ACCEPT_UNCHANGED));
         CHECK(!wire_accepts("Unchanged", WIRE_ACCEPT_UNCHANGED));
         CHECK(!wire_accepts("unchanged ", WIRE_ACCEPT_UNCHANGED));
+        CHECK(wire_accepts("unchanged,shared_env", WIRE_ACCEPT_SHARED_ENV));
+        CHECK(!wire_accepts("unchanged", WIRE_ACCEPT_SHARED_ENV));
 }
 
 /* The error of the single desired rank of an answer built from one entry's JSON. */
@@ -853,6 +1007,7 @@ int main(void) {
         test_sync_answer_round_trip();
         test_parse_sync_answer();
         test_sync_answer_unchanged();
+        test_sync_answer_shared_env();
         test_accepts();
         test_hostile_answers();
         test_error();

@@ -15,6 +15,13 @@
 #include "spec.h"
 #include "util.h"
 
+static void env_write(JsonWriter *w, const WireEnvVar *vars, size_t n) {
+        json_writer_object_begin(w);
+        for (size_t i = 0; i < n; i++)
+                json_writer_member_string(w, vars[i].key, vars[i].value);
+        json_writer_object_end(w);
+}
+
 /* Absent optional members are null, as the decoder reads them; the order is the one
  * jansson kept when the answer was a tree. */
 void wire_desired_rank_write(JsonWriter *w, const WireDesiredRankOut *d) {
@@ -28,15 +35,10 @@ void wire_desired_rank_write(JsonWriter *w, const WireDesiredRankOut *d) {
                 json_writer_string(w, d->argv[i]);
         json_writer_array_end(w);
         json_writer_key(w, "env");
-        if (d->env) {
-                json_writer_object_begin(w);
-                for (size_t i = 0; i < d->n_env; i++) {
-                        json_writer_member_string(w, d->env[i].key, d->env[i].value);
-                }
-                json_writer_object_end(w);
-        } else {
+        if (d->env)
+                env_write(w, d->env, d->n_env);
+        else
                 json_writer_null(w);
-        }
         json_writer_member_string(w, "user", d->user);
         json_writer_key(w, "devices");
         if (d->devices) {
@@ -58,6 +60,8 @@ void wire_desired_rank_write(JsonWriter *w, const WireDesiredRankOut *d) {
                 json_writer_member_string(w, "hang_signal", sig);
                 json_writer_member_int(w, "hang_signal_grace_s", d->hang_signal_grace_s);
         }
+        if (d->shared_env)
+                json_writer_member_string(w, "shared_env", d->shared_env);
         json_writer_object_end(w);
 }
 
@@ -75,9 +79,19 @@ void wire_sync_answer_write_begin(JsonWriter *w, const WireSyncAnswer *a) {
         }
 }
 
-void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a) {
+void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a,
+                                const WireSharedEnvOut *shared, size_t n_shared) {
         if (!a->unchanged)
                 json_writer_array_end(w);
+        if (n_shared > 0) {
+                json_writer_key(w, "shared_env");
+                json_writer_object_begin(w);
+                for (size_t i = 0; i < n_shared; i++) {
+                        json_writer_key(w, shared[i].name);
+                        env_write(w, shared[i].vars, shared[i].n_vars);
+                }
+                json_writer_object_end(w);
+        }
         json_writer_object_end(w);
 }
 
@@ -200,8 +214,85 @@ static void check_env(json_t *env, size_t *bytes, char **error) {
         }
 }
 
+/* A shared environment of the answer, checked once for all the ranks that name it. */
+typedef struct SharedCheck {
+        json_t *vars;
+        size_t bytes; /* as check_env counts them */
+        char *error; /* why no rank may use it; NULL: none */
+} SharedCheck;
+
+typedef struct SharedChecks {
+        json_t *shared; /* the answer's "shared_env" */
+        SharedCheck *checks;
+        size_t n;
+} SharedChecks;
+
+static void shared_checks_init(SharedChecks *sc, json_t *shared) {
+        *sc = (SharedChecks){.shared = shared};
+        if (!json_is_object(shared))
+                return;
+        sc->checks = xcalloc(json_object_size(shared) + 1, sizeof(SharedCheck));
+        const char *name;
+        json_t *vars;
+        json_object_foreach(shared, name, vars) {
+                SharedCheck *c = &sc->checks[sc->n++];
+                c->vars = vars;
+                check_env(vars, &c->bytes, &c->error);
+                if (!c->error && c->bytes > WIRE_MAX_EXEC_BYTES)
+                        desired_error(&c->error, "it is larger than %d bytes", WIRE_MAX_EXEC_BYTES);
+        }
+}
+
+static void shared_checks_clear(SharedChecks *sc) {
+        for (size_t i = 0; i < sc->n; i++)
+                free(sc->checks[i].error);
+        free(sc->checks);
+}
+
+/*
+ * The shared environment that o names, for d (borrowed: nothing is copied per rank, so
+ * an answer's size still bounds what decoding it costs); adds its size to *bytes.
+ */
+static void desired_shared_env(json_t *o, const SharedChecks *sc, WireDesiredRank *d,
+                               size_t *bytes) {
+        json_t *name = json_object_get(o, "shared_env");
+        if (!name)
+                return;
+        json_t *vars =
+                json_is_string(name) ? json_object_get(sc->shared, json_string_value(name)) : NULL;
+        const SharedCheck *c = NULL;
+        for (size_t i = 0; vars && i < sc->n && !c; i++)
+                if (sc->checks[i].vars == vars)
+                        c = &sc->checks[i];
+        if (!c) {
+                desired_error(&d->error, "shared_env names no shared environment of this answer");
+                return;
+        }
+        if (c->error) {
+                desired_error(&d->error, "shared_env %s: %s", json_string_value(name), c->error);
+                return;
+        }
+        d->shared_env = vars;
+        *bytes += c->bytes;
+        if (json_object_size(d->env) + json_object_size(vars) > WIRE_MAX_ENV) {
+                desired_error(&d->error, "env and shared_env have more than %d variables",
+                              WIRE_MAX_ENV);
+                return;
+        }
+        /* Which one would win is a guess: neither. */
+        const char *key;
+        json_t *v;
+        json_object_foreach(d->env, key, v) {
+                if (json_object_get(vars, key)) {
+                        desired_error(&d->error, "env variable %s is both the rank's and shared",
+                                      key);
+                        return;
+                }
+        }
+}
+
 /* Fills d from o. Returns -EBADMSG when not even the key can be read. */
-static int parse_desired(json_t *o, WireDesiredRank *d) {
+static int parse_desired(json_t *o, const SharedChecks *sc, WireDesiredRank *d) {
         *d = (WireDesiredRank){0};
         json_t *job = json_object_get(o, "job"), *attempt = json_object_get(o, "attempt"),
                *rank = json_object_get(o, "rank");
@@ -221,6 +312,8 @@ static int parse_desired(json_t *o, WireDesiredRank *d) {
         if (json_is_null(d->env))
                 d->env = NULL;
         check_env(d->env, &bytes, &d->error);
+        if (!d->error)
+                desired_shared_env(o, sc, d, &bytes);
         if (bytes > WIRE_MAX_EXEC_BYTES)
                 desired_error(&d->error, "argv and env together are larger than %d bytes",
                               WIRE_MAX_EXEC_BYTES);
@@ -276,13 +369,16 @@ int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret) {
         int64_t lease = json_int(json, "lease_ms", 0), period = json_int(json, "sync_period_ms", 0);
         a.lease_ms = lease > 0 ? lease : 0;
         a.sync_period_ms = period > 0 ? period : 0;
+        SharedChecks sc;
+        shared_checks_init(&sc, json_object_get(json, "shared_env"));
         size_t i;
         json_t *o;
         json_array_foreach(ranks, i, o) {
                 /* An entry without a key cannot be matched to anything: skip it. */
-                if (parse_desired(o, &a.ranks[a.n_ranks]) == 0)
+                if (parse_desired(o, &sc, &a.ranks[a.n_ranks]) == 0)
                         a.n_ranks++;
         }
+        shared_checks_clear(&sc);
         *ret = a;
         return 0;
 }

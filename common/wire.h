@@ -131,6 +131,8 @@ void wire_sync_clear(WireSync *sync);
  * unknown body fields: agents and controllers can then be upgraded in either order.
  */
 #define WIRE_ACCEPT_UNCHANGED "unchanged" /* the short answer of an unchanged version */
+/* Variables common to many ranks, sent once per answer (WireSharedEnvOut). */
+#define WIRE_ACCEPT_SHARED_ENV "shared_env"
 /* Whether list (the parameter's value; NULL when absent) names capability. */
 bool wire_accepts(const char *list, const char *capability);
 
@@ -148,6 +150,9 @@ typedef struct WireDesiredRank {
         WireRankKey key;
         json_t *argv; /* array of strings */
         json_t *env; /* object of strings, may be NULL */
+        /* Variables the rank has besides env (the answer's shared environment it names,
+         * checked, none of them also in env); NULL: none. */
+        json_t *shared_env;
         const char *workdir; /* may be NULL */
         const char *user; /* may be NULL */
         json_t *devices; /* array of inventory indices, may be NULL */
@@ -197,16 +202,33 @@ typedef struct WireDesiredRankOut {
         int64_t hang_signal_grace_s;
         int cpus;
         int64_t memory_mb;
+        /* Names a WireSharedEnvOut of the same answer whose variables the rank has too
+         * (only to an agent that accepts WIRE_ACCEPT_SHARED_ENV); NULL: none. */
+        const char *shared_env;
 } WireDesiredRankOut;
 
 /*
- * Writes {"version","lease_ms","sync_period_ms","ranks"}, or "unchanged": true instead
- * of "ranks": begin, then for each desired rank wire_desired_rank_write (none when
- * a->unchanged), then end. a's ranks are not read.
+ * Variables that many ranks of an answer have, written once under the answer's
+ * "shared_env" and added by the agent to the environment of each rank that names them
+ * (WireDesiredRank.shared_env): a gang's host list, written into every rank's
+ * environment, made an answer to a node of a gang of thousands of nodes megabytes long.
+ */
+typedef struct WireSharedEnvOut {
+        const char *name;
+        const WireEnvVar *vars;
+        size_t n_vars;
+} WireSharedEnvOut;
+
+/*
+ * Writes {"version","lease_ms","sync_period_ms","ranks","shared_env"}, or "unchanged":
+ * true instead of "ranks": begin, then for each desired rank wire_desired_rank_write
+ * (none when a->unchanged), then end with the shared environments the ranks named
+ * (none: no "shared_env"). a's ranks are not read.
  */
 void wire_sync_answer_write_begin(JsonWriter *w, const WireSyncAnswer *a);
 void wire_desired_rank_write(JsonWriter *w, const WireDesiredRankOut *d);
-void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a);
+void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a,
+                                const WireSharedEnvOut *shared, size_t n_shared);
 /*
  * Decodes a sync answer, taking over the reference to json. -EBADMSG when the answer is
  * not a sync answer (neither ranks nor unchanged, or both) or lists more than
@@ -214,7 +236,10 @@ void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a);
  * itself at the end of its lease). A desired rank whose key cannot be read is dropped;
  * one whose other fields are wrong or over a limit is still recognised by its key (so it
  * is neither killed nor started twice) and carries an error that becomes its launch
- * failure.
+ * failure. The shared environment a rank names is checked once and borrowed, not copied
+ * into its env; a name the answer lacks, one whose environment breaks a limit, a
+ * variable given both ways, or env and shared environment together over a limit, is
+ * such an error.
  */
 int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret);
 void wire_sync_answer_clear(WireSyncAnswer *a);

@@ -123,15 +123,18 @@ typedef void (*CtlDesiredFn)(void *userdata, Job *job, Rank *rank);
 void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void *userdata);
 /*
  * The environment of DESIGN.md §6 that does not depend on the vendor (rankenv.c). Its
- * strings are the job's or env's own: valid until the job changes or env is filled
- * again (one RankEnv serves a whole answer's ranks) or cleared. Not to be copied:
- * vars point into its numbers.
+ * strings are the job's or env's own: valid until the job changes, a node registers
+ * from another address, or env is filled again (one RankEnv serves a whole answer's
+ * ranks) or cleared. Not to be copied:
+ * vars point into its numbers. The first RANK_ENV_SHARED vars (the gang's host list)
+ * are the same for all the ranks of the job's attempt and point at the job's own
+ * strings only: an answer may send them once for all its ranks of the job.
  */
 #define RANK_ENV_MAX_NUMBERS 16
+#define RANK_ENV_SHARED 1
 typedef struct RankEnv {
         WireEnvVar *vars;
         size_t n_vars, cap_vars;
-        char *host_list, *coordinator_host, *coordinator;
         char numbers[RANK_ENV_MAX_NUMBERS][24];
         size_t n_numbers;
 } RankEnv;

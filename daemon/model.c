@@ -320,6 +320,14 @@ void rank_clear(Rank *rank) {
         rank->devices = NULL;
 }
 
+void job_gang_clear(JobGang *g) {
+        free(g->local_world);
+        free(g->hosts);
+        free(g->first_host);
+        free(g->coordinator);
+        *g = (JobGang){0};
+}
+
 Job *job_free(Job *job) {
         if (!job)
                 return NULL;
@@ -337,6 +345,7 @@ Job *job_free(Job *job) {
         for (int i = 0; i < job->n_ranks; i++)
                 rank_clear(&job->ranks[i]);
         free(job->ranks);
+        job_gang_clear(&job->gang);
         free(job);
         return NULL;
 }

@@ -73,6 +73,22 @@ typedef struct JobProgress {
 
 #define JOB_FINE_NODES 4
 
+/*
+ * What the rank environment takes from the whole gang (rankenv.c), built once per
+ * attempt and fleet of addresses instead of for every rank of every answer: each of a
+ * gang's nodes gets all of it, and walking the gang per rank made answers to a gang of
+ * thousands of nodes quadratic.
+ */
+typedef struct JobGang {
+        int attempt; /* built for; 0: not built */
+        uint64_t addresses; /* Model.addresses_changed when built */
+        int num_nodes;
+        int *local_world; /* per node rank: its ranks */
+        char *hosts; /* AXCTL_NODE_HOSTNAMES: hosts in node-rank order, comma-separated */
+        char *first_host, *coordinator; /* node rank 0's host, and with the port */
+        int port;
+} JobGang;
+
 typedef struct Job {
         int64_t id;
         JobSpec *spec;
@@ -116,6 +132,7 @@ typedef struct Job {
         bool ending; /* in the model's list of active jobs that may have ended */
         bool in_pass; /* already a candidate of the scheduling pass being built */
         bool in_running; /* already among the running jobs of the snapshot being built */
+        JobGang gang; /* memory only */
 } Job;
 
 typedef struct NodeDevice {
@@ -244,6 +261,7 @@ typedef struct Model {
         ProjectGoodput **stored_goodput;
         int n_stored_goodput, cap_stored_goodput;
         StrMap *stored_goodput_index; /* project -> its entry */
+        uint64_t addresses_changed; /* counts changes of a node's hostname or address */
 } Model;
 
 /* The node a placed rank is on, without a lookup by name (a pass does this per rank). */
@@ -311,5 +329,6 @@ void model_node_free_capacity(const Node *node, int *ret_cpus, int *ret_free_dev
                               int *ret_ranks);
 
 Job *job_free(Job *job);
+void job_gang_clear(JobGang *g);
 Node *node_free(Node *node);
 void rank_clear(Rank *rank);

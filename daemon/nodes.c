@@ -115,8 +115,14 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         HealthFinding f;
         if (health_detect(&seen, &f))
                 node_finding(ctl, node, &f);
+        const char *hostname = msg->hostname ? msg->hostname : msg->node;
+        /* The host lists of gangs name it (rankenv.c): built again only when it moved, so
+         * that an agent registering in a loop costs the gangs nothing. */
+        if (!util_streq_ptr(node->hostname, hostname) ||
+            !util_streq_ptr(node->address, msg->address))
+                ctl->model.addresses_changed++;
         free(node->hostname);
-        node->hostname = xstrdup(msg->hostname ? msg->hostname : msg->node);
+        node->hostname = xstrdup(hostname);
         free(node->address);
         node->address = msg->address ? xstrdup(msg->address) : NULL;
         free(node->boot_id);

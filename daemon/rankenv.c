@@ -51,24 +51,25 @@ static void set_default(RankEnv *env, const JobSpec *spec, const char *key, cons
                 set(env, key, value);
 }
 
-void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
-        JobSpec *spec = job->spec;
-        Attempt *a = job_current_attempt(job);
-        free(env->host_list);
-        free(env->coordinator_host);
-        free(env->coordinator);
-        env->n_vars = env->n_numbers = 0;
-        int num_nodes = 0, local_world = 0;
-        for (int i = 0; i < job->n_ranks; i++) {
-                if (job->ranks[i].node_rank + 1 > num_nodes)
-                        num_nodes = job->ranks[i].node_rank + 1;
-                if (job->ranks[i].node_rank == rank->node_rank)
-                        local_world++;
-        }
+/* The gang's part of the environment, built again when the attempt or an address changed. */
+static const JobGang *job_gang(Controller *ctl, Job *job) {
+        JobGang *g = &job->gang;
+        if (g->attempt == job->attempt && g->addresses == ctl->model.addresses_changed && g->hosts)
+                return g;
+        job_gang_clear(g);
+        g->attempt = job->attempt;
+        g->addresses = ctl->model.addresses_changed;
+        for (int i = 0; i < job->n_ranks; i++)
+                if (job->ranks[i].node_rank + 1 > g->num_nodes)
+                        g->num_nodes = job->ranks[i].node_rank + 1;
+        g->local_world = xcalloc((size_t) g->num_nodes + 1, sizeof(int));
         /* Hosts in node-rank order: the first rank of each node names its host. */
-        char **hosts = xcalloc((size_t) num_nodes + 1, sizeof(char *));
+        char **hosts = xcalloc((size_t) g->num_nodes + 1, sizeof(char *));
         for (int i = 0; i < job->n_ranks; i++) {
                 Rank *r = &job->ranks[i];
+                if (r->node_rank < 0)
+                        continue;
+                g->local_world[r->node_rank]++;
                 if (hosts[r->node_rank])
                         continue;
                 Node *node = ctl_node_find(ctl, r->node_name);
@@ -78,22 +79,33 @@ void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
         /* Whole, however long: past what the agent takes (WIRE_MAX_STRING) the rank fails
          * to start and says why, where a list cut short would start a wrong gang. */
         size_t hosts_len = 1;
-        for (int i = 0; i < num_nodes; i++)
+        for (int i = 0; i < g->num_nodes; i++)
                 hosts_len += strlen(hosts[i] ? hosts[i] : "") + 1;
-        env->host_list = xcalloc(hosts_len, 1);
-        char *end = env->host_list;
-        for (int i = 0; i < num_nodes; i++) {
+        g->hosts = xcalloc(hosts_len, 1);
+        char *end = g->hosts;
+        for (int i = 0; i < g->num_nodes; i++) {
                 if (i)
                         *end++ = ',';
                 end = stpcpy(end, hosts[i] ? hosts[i] : "");
         }
-        env->coordinator_host = xstrdup(hosts[0] ? hosts[0] : "127.0.0.1");
-        for (int i = 0; i < num_nodes; i++)
+        g->first_host = xstrdup(g->num_nodes > 0 && hosts[0] ? hosts[0] : "127.0.0.1");
+        for (int i = 0; i < g->num_nodes; i++)
                 free(hosts[i]);
         free(hosts);
-        int port = coordinator_port(job);
-        env->coordinator = xasprintf("%s:%d", env->coordinator_host, port);
+        g->port = coordinator_port(job);
+        g->coordinator = xasprintf("%s:%d", g->first_host, g->port);
+        return g;
+}
 
+void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
+        JobSpec *spec = job->spec;
+        Attempt *a = job_current_attempt(job);
+        const JobGang *g = job_gang(ctl, job);
+        env->n_vars = env->n_numbers = 0;
+        int local_world = rank->node_rank >= 0 && rank->node_rank < g->num_nodes
+                                  ? g->local_world[rank->node_rank]
+                                  : 0;
+        set(env, "AXCTL_NODE_HOSTNAMES", g->hosts); /* the RANK_ENV_SHARED */
         const char *rank_text = number(env, rank->rank), *world = number(env, job->n_ranks),
                    *local_rank = number(env, rank->local_rank),
                    *local_world_text = number(env, local_world),
@@ -107,9 +119,8 @@ void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
         set(env, "AXCTL_LOCAL_RANK", local_rank);
         set(env, "AXCTL_LOCAL_WORLD_SIZE", local_world_text);
         set(env, "AXCTL_NODE_RANK", node_rank);
-        set(env, "AXCTL_NUM_NODES", number(env, num_nodes));
-        set(env, "AXCTL_NODE_HOSTNAMES", env->host_list);
-        set(env, "AXCTL_COORDINATOR", env->coordinator);
+        set(env, "AXCTL_NUM_NODES", number(env, g->num_nodes));
+        set(env, "AXCTL_COORDINATOR", g->coordinator);
         set(env, "AXCTL_CHECKPOINT_DIR", spec->checkpoint_dir ? spec->checkpoint_dir : "");
         if (a && a->resume_step > 0) {
                 set(env, "AXCTL_RESUME_STEP", number(env, a->resume_step));
@@ -121,8 +132,8 @@ void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
         }
         switch (spec->framework) {
         case FRAMEWORK_TORCH:
-                set_default(env, spec, "MASTER_ADDR", env->coordinator_host);
-                set_default(env, spec, "MASTER_PORT", number(env, port));
+                set_default(env, spec, "MASTER_ADDR", g->first_host);
+                set_default(env, spec, "MASTER_PORT", number(env, g->port));
                 set_default(env, spec, "RANK", rank_text);
                 set_default(env, spec, "WORLD_SIZE", world);
                 set_default(env, spec, "LOCAL_RANK", local_rank);
@@ -130,8 +141,8 @@ void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
                 set_default(env, spec, "GROUP_RANK", node_rank);
                 break;
         case FRAMEWORK_JAX:
-                set_default(env, spec, "JAX_COORDINATOR_ADDRESS", env->coordinator);
-                set_default(env, spec, "DISTRIBUTED_COORDINATOR", env->coordinator);
+                set_default(env, spec, "JAX_COORDINATOR_ADDRESS", g->coordinator);
+                set_default(env, spec, "DISTRIBUTED_COORDINATOR", g->coordinator);
                 set_default(env, spec, "NUM_PROCESSES", world);
                 set_default(env, spec, "PROCESS_ID", rank_text);
                 break;
@@ -150,8 +161,5 @@ void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
 
 void ctl_rank_env_clear(RankEnv *env) {
         free(env->vars);
-        free(env->host_list);
-        free(env->coordinator_host);
-        free(env->coordinator);
         *env = (RankEnv){0};
 }

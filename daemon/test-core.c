@@ -1216,8 +1216,42 @@ static void test_rank_env(void) {
                 CHECK_STR(json_string_value(json_object_get(seen, "MASTER_PORT")), "29500");
                 CHECK_STR(json_string_value(json_object_get(seen, "NOTE")), "x");
                 CHECK(json_object_get(seen, "MASTER_ADDR"));
+                /* The gang's part comes first: an answer may send it once (views.c). */
+                CHECK_STR(env.vars[0].key, "AXCTL_NODE_HOSTNAMES");
                 json_decref(seen);
         }
+        /* Built once per attempt, but not kept past a change of address: node rank 0's
+         * agent registers again from another address, and every rank's list and
+         * coordinator name it. */
+        Rank *first = NULL;
+        for (int i = 0; i < job->n_ranks && !first; i++)
+                if (job->ranks[i].node_rank == 0)
+                        first = &job->ranks[i];
+        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
+        WireRegister again = {.node = first->node_name,
+                              .hostname = first->node_name,
+                              .address = "10.9.9.9:7000",
+                              .boot_id = "boot-1",
+                              .agent_id = "agent-1",
+                              .inventory = inv};
+        Node *node = NULL;
+        CtlError err = {0};
+        int attempt = job->attempt;
+        /* The same address again changes nothing: the list is not built again. */
+        uint64_t moves = ctl->model.addresses_changed;
+        WireRegister same = again;
+        same.address = NULL;
+        CHECK(ctl_node_register(ctl, &same, &node, &err) == 0);
+        CHECK(ctl->model.addresses_changed == moves);
+        CHECK(ctl_node_register(ctl, &again, &node, &err) == 0);
+        json_decref(inv);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(job->attempt, attempt); /* the list follows the address, not a restart */
+        ctl_rank_env(ctl, job, &job->ranks[job->n_ranks - 1], &env);
+        CHECK(strncmp(env.vars[0].value, "10.9.9.9,", 9) == 0);
+        for (size_t i = 0; i < env.n_vars; i++)
+                if (strcmp(env.vars[i].key, "MASTER_ADDR") == 0)
+                        CHECK_STR(env.vars[i].value, "10.9.9.9");
         ctl_rank_env_clear(&env);
         ctl_free(ctl);
 }

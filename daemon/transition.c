@@ -238,6 +238,9 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
                         model_user_job_ended(t->model, job);
                 if (job->finished_ms == 0)
                         job->finished_ms = util_wall_ms();
+                /* No rank of it is desired any more: an ended job kept for its retention
+                 * time keeps no host list. */
+                job_gang_clear(&job->gang);
                 model_active_recheck(t->model, job);
                 t->effects |= TURN_SWEEP;
         }

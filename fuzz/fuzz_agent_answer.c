@@ -31,6 +31,7 @@ static void fuzz_desired(const WireSyncAnswer *a, const WireDesiredRank *d) {
         AgentInventory inv = {0};
         RankUser user = {.name = "fuzz", .home = "/home/fuzz", .shell = "/bin/sh"};
         RankEnvRequest req = {.env = d->env,
+                              .shared_env = d->shared_env,
                               .devices = d->devices,
                               .accelerator = d->accelerator,
                               .progress_path = "/p",

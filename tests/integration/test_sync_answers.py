@@ -14,6 +14,8 @@
   held sync was answered late) asks for no hold, and news (a rank that ended) does not
   make it drop a long-poll that is late rather than held: that one's answer renews the
   lease, and a new request would queue behind the rest of a restarted fleet's.
+- An agent that announces `accept=shared_env` gets a gang's host list once per answer,
+  not in every rank's environment; merged, its ranks are those of the whole answer.
 - A sync body that repeats the connection's last one byte for byte is not parsed again
   (its decoding was kept), and is handled as before: a change after repeats is seen,
   and other bytes are parsed and checked as ever.
@@ -266,6 +268,42 @@ class SyncAnswerTest(axtest.ClusterTestCase):
         ans = sync("wait_ms=0&version=%d&accept=unchanged" % v2)
         self.assertGreater(ans["version"], v2)
         self.assertEqual(ans["ranks"], [])
+
+    def test_a_gangs_host_list_is_sent_once_to_agents_that_share(self):
+        # Two nodes of one gang, registered by hand with their own addresses.
+        c = self.start_cluster(0)
+        bodies = {}
+        for i, name in enumerate(("gang1", "gang2")):
+            identity = {"node": name, "boot_id": "boot-" + name, "agent_id": "%d" % i * 32}
+            c.api_ok("POST", "/v1/agent/register",
+                     dict(identity, address="10.0.0.%d:9" % (i + 1),
+                          inventory={"cpus": 8, "memory_mb": 16000}), expect=(200,))
+            bodies[name] = dict(identity, ranks=[], health={"healthy": True, "reason": ""})
+        job = c.submit({"name": "gang", "command": ["sleep", "300"], "ranks": 4,
+                        "ranks_per_node": 2})
+
+        def sync(accept):
+            return c.api_ok("POST", "/v1/agent/sync?wait_ms=0&version=0&accept=" + accept,
+                            bodies["gang1"], expect=(200,))
+
+        whole = axtest.wait_for(lambda: (lambda a: a if len(a["ranks"]) == 2 else None)(
+            sync("unchanged")), 10, "the gang's ranks in gang1's answer")
+        self.assertNotIn("shared_env", whole)
+        hosts = whole["ranks"][0]["env"]["AXCTL_NODE_HOSTNAMES"]
+        self.assertEqual(sorted(hosts.split(",")), ["10.0.0.1", "10.0.0.2"])
+
+        # An agent that shares gets the list once, and each rank names it.
+        shared = sync("unchanged,shared_env")
+        name = str(job["id"])
+        self.assertEqual(shared["shared_env"], {name: {"AXCTL_NODE_HOSTNAMES": hosts}})
+        self.assertEqual(shared["version"], whole["version"])
+        self.assertEqual(len(shared["ranks"]), 2)
+        for own, full in zip(shared["ranks"], whole["ranks"]):
+            self.assertEqual(own.pop("shared_env"), name)
+            self.assertNotIn("AXCTL_NODE_HOSTNAMES", own["env"])
+            # Merged, the rank is the whole answer's, variable for variable.
+            own["env"].update(shared["shared_env"][name])
+            self.assertEqual(own, full)
 
     def test_a_repeated_sync_body_is_decoded_once_and_handled_as_ever(self):
         c = self.start_cluster(0)
