@@ -30,10 +30,11 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_mb(pid):
+def rss_mb(pid, field="VmRSS"):
+    """Resident memory, or with VmHWM its peak so far."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0
 
@@ -142,6 +143,10 @@ def main():
     p.add_argument("--db", help="use (and keep) this database instead of a fresh one")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--axctld-arg", action="append", default=[])
+    p.add_argument("--gang-nodes", type=int, default=1,
+                   help="nodes per job (8 ranks on each); 3000 with --nodes 3000: one gang")
+    p.add_argument("--no-shared-env", action="store_true",
+                   help="agents that get every rank's whole environment (older than shared_env)")
     p.add_argument("--no-unchanged", action="store_true",
                    help="agents older than the short sync answer: every answer whole")
     p.add_argument("--step-s", type=float, default=0,
@@ -170,6 +175,8 @@ def main():
                             "--ramp-per-s", str(args.ramp_per_s),
                             "--lease-ms", str(args.lease_ms), "--warmup-s", str(args.warmup)]
                            + (["--no-unchanged"] if args.no_unchanged else [])
+                           + (["--no-shared-env"] if args.no_shared_env else [])
+                           + ["--gang-nodes", str(args.gang_nodes)]
                            + (["--step-s", str(args.step_s)] if args.step_s else [])
                            + (["--token-file", token_file] if TOKEN else []),
                            stdout=subprocess.PIPE)
@@ -191,6 +198,7 @@ def main():
     cpu1, w1 = cpu_seconds(ctl.pid), time.monotonic()
     out["controller_cpu"] = round((cpu1 - cpu0) / (w1 - w0), 3)
     out["controller_rss_mb"] = round(rss_mb(ctl.pid), 1)
+    out["controller_peak_rss_mb"] = round(rss_mb(ctl.pid, "VmHWM"), 1)
     metrics = get(url + "/metrics")
     out["node_lost_restarts"] = node_lost_total(metrics) - lost_before
     loop1 = loop_sums(metrics)

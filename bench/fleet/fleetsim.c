@@ -77,6 +77,7 @@ typedef struct Agent {
         char name[48], agent_id[40], boot_id[40];
         Conn c;
         bool registered;
+        bool ever_registered; /* counted in n_agents_up */
         int64_t version;
         int64_t last_answer_ms; /* send time of the last answered request: the lease start */
         int64_t retry_at_ms;
@@ -98,6 +99,8 @@ static struct {
         int lease_ms;
         int warmup_s; /* figures count from then on */
         bool whole_only; /* never ask for the short answer (an older agent) */
+        bool no_shared_env; /* never ask for shared environments (an older agent) */
+        int gang_nodes; /* nodes per job, 8 ranks on each */
         int step_ms; /* a rank's step grows every step_ms; 0: it stays 1 */
         const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token-file, or "" */
 } opt = {.warmup_s = 20,
@@ -109,6 +112,7 @@ static struct {
          .ramp_per_s = 2000,
          .prefix = "sim",
          .lease_ms = 5000,
+         .gang_nodes = 1,
          .auth_header = ""};
 
 static int ep;
@@ -119,6 +123,7 @@ static volatile sig_atomic_t stop;
 /* Figures. */
 static double *exit_lat;
 static size_t n_exit_lat, cap_exit_lat;
+static long n_agents_up; /* agents that registered at least once */
 static long n_syncs, n_registers, n_connect_fail, n_http_errors, n_404, n_409, n_fences,
         n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_unchanged;
 static long status_counts[6];
@@ -223,11 +228,16 @@ static void agent_send(Agent *a) {
                                                "model", "H100 SXM5 80GB", "index", d, "pci_bus_id",
                                                bus, "numa_node", d / 4, "uuid", uuid));
                 }
+                /* An address of its own, as a fleet's hosts have: it goes into the host
+                 * list of every gang on the node. Nothing connects to it here. */
+                char address[32];
+                int idx = (int) (a - agents);
+                snprintf(address, sizeof(address), "10.%d.%d.%d:9", idx >> 16 & 255, idx >> 8 & 255,
+                         idx & 255);
                 body = json_pack("{s:s,s:s,s:s,s:s,s:s,s:{},s:{s:i,s:i,s:i,s:o}}", "node", a->name,
-                                 "hostname", a->name, "address", "127.0.0.1:9", "boot_id",
-                                 a->boot_id, "agent_id", a->agent_id, "labels", "inventory", "cpus",
-                                 96, "memory_mb", 1024 * 1024, "numa_nodes", 2, "accelerators",
-                                 acc);
+                                 "hostname", a->name, "address", address, "boot_id", a->boot_id,
+                                 "agent_id", a->agent_id, "labels", "inventory", "cpus", 96,
+                                 "memory_mb", 1024 * 1024, "numa_nodes", 2, "accelerators", acc);
                 snprintf(path, sizeof(path), "/v1/agent/register");
                 a->c.wait_ms = 0;
                 a->c.urgent = false;
@@ -257,9 +267,10 @@ static void agent_send(Agent *a) {
                 a->c.wait_ms =
                         a->dirty || now_ms() - a->last_answer_ms > opt.lease_ms / 2 ? 0 : 1000;
                 a->c.urgent = urgent && a->dirty;
-                snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld%s",
+                snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld%s%s%s",
                          (long long) a->c.wait_ms, (long long) a->version,
-                         opt.whole_only ? "" : "&accept=unchanged");
+                         opt.whole_only && opt.no_shared_env ? "" : "&accept=",
+                         opt.whole_only ? "" : "unchanged,", opt.no_shared_env ? "" : "shared_env");
         }
         char *text = json_dumps(body, JSON_COMPACT);
         json_decref(body);
@@ -376,6 +387,10 @@ static void agent_answer(Agent *a, int status, const char *body, size_t len, dou
         if (!a->registered) {
                 a->registered = true;
                 n_registers++;
+                if (!a->ever_registered) {
+                        a->ever_registered = true;
+                        n_agents_up++;
+                }
                 a->version = 0;
         } else {
                 n_syncs++;
@@ -550,10 +565,12 @@ static void on_signal(int sig) {
 }
 
 static void usage(void) {
-        fprintf(stderr, "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
-                        "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
-                        "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--step-s T] "
-                        "[--token-file PATH]\n");
+        fprintf(stderr,
+                "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
+                "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
+                "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--no-shared-env] "
+                "[--gang-nodes G] [--step-s T] "
+                "[--token-file PATH]\n");
         exit(2);
 }
 
@@ -570,6 +587,8 @@ int main(int argc, char **argv) {
                 {"lease-ms", required_argument, NULL, 'l'},
                 {"warmup-s", required_argument, NULL, 'w'},
                 {"no-unchanged", no_argument, NULL, 'U'},
+                {"no-shared-env", no_argument, NULL, 'E'},
+                {"gang-nodes", required_argument, NULL, 'g'},
                 {"token-file", required_argument, NULL, 'T'},
                 {"step-s", required_argument, NULL, 'S'},
                 {NULL, 0, NULL, 0},
@@ -616,6 +635,12 @@ int main(int argc, char **argv) {
                 case 'U':
                         opt.whole_only = true;
                         break;
+                case 'E':
+                        opt.no_shared_env = true;
+                        break;
+                case 'g':
+                        opt.gang_nodes = atoi(optarg);
+                        break;
                 case 'T': {
                         /* From a private file, as axagent reads its token: not on the
                          * command line, where every local user can read it. */
@@ -634,7 +659,8 @@ int main(int argc, char **argv) {
                         usage();
                 }
         }
-        if (!opt.host || opt.nodes <= 0 || opt.rank_max_ms < opt.rank_min_ms)
+        if (!opt.host || opt.nodes <= 0 || opt.rank_max_ms < opt.rank_min_ms ||
+            opt.gang_nodes < 1 || opt.gang_nodes > opt.nodes)
                 usage();
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -651,18 +677,19 @@ int main(int argc, char **argv) {
                 agent_init(&agents[i], i);
         for (int i = 0; i < SUBMITTERS; i++)
                 submitters[i] = (Conn){.kind = KIND_SUBMIT, .idx = i, .fd = -1};
-        /* One node's worth: 8 ranks of one GPU each. */
+        /* gang_nodes nodes' worth: 8 ranks of one GPU each on every node. */
         asprintf(&spec_text,
-                 "{\"name\":\"%s-job\",\"command\":[\"true\"],\"ranks\":8,"
+                 "{\"name\":\"%s-job\",\"command\":[\"true\"],\"ranks\":%d,"
                  "\"ranks_per_node\":8,\"project\":\"%s\",\"resources\":"
                  "{\"accelerator\":\"nvidia-h100\",\"accelerators_per_rank\":1}}",
-                 opt.prefix, opt.prefix);
+                 opt.prefix, 8 * opt.gang_nodes, opt.prefix);
 
         int64_t start = now_ms(), end = start + (int64_t) opt.seconds * 1000;
         measure_from_ms = start + (int64_t) opt.warmup_s * 1000;
         int64_t next_tick = start;
-        /* Jobs: one per node to fill the fleet, plus the backlog; then one per exit. */
-        submits_wanted = opt.nodes + opt.backlog;
+        /* Jobs: enough to fill the fleet, plus the backlog; then one per job's exits. */
+        submits_wanted = opt.nodes / opt.gang_nodes + opt.backlog;
+        long job_ranks = 8L * opt.gang_nodes;
         long exits_seen = 0;
         struct epoll_event evs[512];
         while (!stop && now_ms() < end) {
@@ -676,10 +703,13 @@ int main(int argc, char **argv) {
                 next_tick = now + 10;
                 long active = (long) (now - start) * opt.ramp_per_s / 1000 + 1;
                 agents_tick(now, (int) (active < opt.nodes ? active : opt.nodes));
-                /* Each 8 rank exits is a job done: submit another to keep the backlog. */
-                submits_wanted += (n_rank_exits - exits_seen) / 8;
-                exits_seen += (n_rank_exits - exits_seen) / 8 * 8;
-                for (int i = 0; i < SUBMITTERS; i++)
+                /* Each job's worth of rank exits is a job done: submit another to keep the
+                 * backlog. */
+                submits_wanted += (n_rank_exits - exits_seen) / job_ranks;
+                exits_seen += (n_rank_exits - exits_seen) / job_ranks * job_ranks;
+                /* A gang bigger than the fleet so far is refused (422): wait for all. */
+                for (int i = 0; i < SUBMITTERS && (opt.gang_nodes == 1 || n_agents_up >= opt.nodes);
+                     i++)
                         if (!submitters[i].busy && n_submits + n_submit_fail < submits_wanted)
                                 submit_one(&submitters[i]);
         }
