@@ -48,8 +48,7 @@ int main(int argc, char **argv) {
                          .job_retention_ms = 300000};
         Controller *ctl = NULL;
         must(ctl_new(&cfg, &ctl) == 0 && ctl_end_turn(ctl) == 0, "controller");
-        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 96, "memory_mb", 1 << 20,
-                                "accelerators");
+        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 96, "memory_mb", 1 << 20, "accelerators");
         for (int i = 0; i < nodes; i++) {
                 /* Names and addresses as a fleet's: the list is what they add up to. */
                 char name[64], address[32];
@@ -99,8 +98,8 @@ int main(int argc, char **argv) {
                 double took = now_s() - start;
                 printf("{\"nodes\":%d,\"ranks\":%d,\"shared_env\":%s,\"render_s\":%.3f,"
                        "\"answers_mb\":%.1f,\"largest_answer_kb\":%.1f}\n",
-                       nodes, job->n_ranks, shared ? "true" : "false", took,
-                       (double) bytes / 1e6, (double) largest / 1e3);
+                       nodes, job->n_ranks, shared ? "true" : "false", took, (double) bytes / 1e6,
+                       (double) largest / 1e3);
         }
         ctl_free(ctl);
         char *cmd = xasprintf("rm -rf %s", dir);
