@@ -702,6 +702,18 @@ static void test_sync_answer_shared_env(void) {
         getrusage(RUSAGE_SELF, &after);
         CHECK(after.ru_maxrss - before.ru_maxrss < 256 * 1024); /* KiB: under 256 MiB */
         wire_sync_answer_clear(&out);
+
+        /* More shared environments than ranks may be: each rank looks for its own among
+         * them, so their number is bounded as the ranks' is. */
+        json_t *names = json_object();
+        for (int i = 0; i <= WIRE_MAX_RANKS; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "%d", i);
+                json_object_set_new(names, name, json_object());
+        }
+        json_t *j = json_pack("{s:i,s:[o],s:o}", "version", 1, "ranks", rank_naming(0, "0", NULL),
+                              "shared_env", names);
+        CHECK(wire_sync_answer_parse(j, &out) == -EBADMSG);
 }
 
 /* The accept list of a sync's query: whole names only, in any place of the list. */

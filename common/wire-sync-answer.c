@@ -355,8 +355,10 @@ int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret) {
         /* Whole or short, never both: an answer that lists ranks and says they did not
          * change is not to be trusted either way. */
         bool unchanged = json_is_true(json_object_get(json, "unchanged"));
+        /* At most one shared environment per rank: each rank finds its own among them. */
         if (!json_is_object(json) || unchanged == json_is_array(ranks) ||
-            !json_is_integer(version) || json_array_size(ranks) > WIRE_MAX_RANKS) {
+            !json_is_integer(version) || json_array_size(ranks) > WIRE_MAX_RANKS ||
+            json_object_size(json_object_get(json, "shared_env")) > WIRE_MAX_RANKS) {
                 json_decref(json);
                 return -EBADMSG;
         }
