@@ -180,46 +180,54 @@ def main():
                            + (["--step-s", str(args.step_s)] if args.step_s else [])
                            + (["--token-file", token_file] if TOKEN else []),
                            stdout=subprocess.PIPE)
-    t0 = time.monotonic()
-    out = {}
-    time.sleep(args.warmup)
-    cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
-    metrics = get(url + "/metrics")
-    lost_before, loop0 = node_lost_total(metrics), loop_sums(metrics)
-    if args.restart_at:
-        time.sleep(max(0, args.restart_at - (time.monotonic() - t0)))
-        ctl, killed, out["restart_serving_s"], out["restart_first_answer_s"] = \
-            sigkill_and_restart(ctl, args, db, port, url, 30)
-        cpu0, w0, lost_before = 0.0, killed, 0
-        loop0 = {key: (0.0, 0.0) for key in LOOP_HISTOGRAMS}
-    remaining = args.seconds - (time.monotonic() - t0) - 1
-    if remaining > 0:
-        time.sleep(remaining)
-    cpu1, w1 = cpu_seconds(ctl.pid), time.monotonic()
-    out["controller_cpu"] = round((cpu1 - cpu0) / (w1 - w0), 3)
-    out["controller_rss_mb"] = round(rss_mb(ctl.pid), 1)
-    out["controller_peak_rss_mb"] = round(rss_mb(ctl.pid, "VmHWM"), 1)
-    metrics = get(url + "/metrics")
-    out["node_lost_restarts"] = node_lost_total(metrics) - lost_before
-    loop1 = loop_sums(metrics)
-    for key in LOOP_HISTOGRAMS:  # how many per second, and their mean length
-        n, s = loop1[key][0] - loop0[key][0], loop1[key][1] - loop0[key][1]
-        out["%ss_per_s" % key] = round(n / (w1 - w0), 1)
-        out["%s_mean_ms" % key] = round(1000 * s / n, 2) if n else None
-    m = re.search(r'axctl_nodes\{state="down"\} (\d+)', metrics)
-    out["nodes_down"] = int(m.group(1)) if m else 0
-    out["whole_answers"] = sum(int(n) for n in re.findall(
-        r'axctl_agent_sync_answers_total\{body="whole"\} (\d+)', metrics))
-    reports = dict(re.findall(r'axctl_agent_sync_reports_total\{decoded="(\w+)"\} (\d+)',
-                              metrics))
-    parsed, repeated = int(reports.get("parsed", 0)), int(reports.get("repeated", 0))
-    out["repeated_reports"] = round(repeated / (parsed + repeated), 3) if parsed + repeated else None
-    health = json.loads(get(url + "/healthz"))
-    out["ready_nodes"] = health.get("ready_nodes")
-    simout = sim.communicate(timeout=60)[0].decode()
-    out.update(json.loads(simout))
-    ctl.send_signal(signal.SIGTERM)
-    ctl.wait(timeout=30)
+    # Whatever goes wrong (a /metrics that times out under a stalled controller), leave
+    # no controller or simulator running to skew the next measurement.
+    try:
+        t0 = time.monotonic()
+        out = {}
+        time.sleep(args.warmup)
+        cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
+        metrics = get(url + "/metrics")
+        lost_before, loop0 = node_lost_total(metrics), loop_sums(metrics)
+        if args.restart_at:
+            time.sleep(max(0, args.restart_at - (time.monotonic() - t0)))
+            ctl, killed, out["restart_serving_s"], out["restart_first_answer_s"] = \
+                sigkill_and_restart(ctl, args, db, port, url, 30)
+            cpu0, w0, lost_before = 0.0, killed, 0
+            loop0 = {key: (0.0, 0.0) for key in LOOP_HISTOGRAMS}
+        remaining = args.seconds - (time.monotonic() - t0) - 1
+        if remaining > 0:
+            time.sleep(remaining)
+        cpu1, w1 = cpu_seconds(ctl.pid), time.monotonic()
+        out["controller_cpu"] = round((cpu1 - cpu0) / (w1 - w0), 3)
+        out["controller_rss_mb"] = round(rss_mb(ctl.pid), 1)
+        out["controller_peak_rss_mb"] = round(rss_mb(ctl.pid, "VmHWM"), 1)
+        metrics = get(url + "/metrics")
+        out["node_lost_restarts"] = node_lost_total(metrics) - lost_before
+        loop1 = loop_sums(metrics)
+        for key in LOOP_HISTOGRAMS:  # how many per second, and their mean length
+            n, s = loop1[key][0] - loop0[key][0], loop1[key][1] - loop0[key][1]
+            out["%ss_per_s" % key] = round(n / (w1 - w0), 1)
+            out["%s_mean_ms" % key] = round(1000 * s / n, 2) if n else None
+        m = re.search(r'axctl_nodes\{state="down"\} (\d+)', metrics)
+        out["nodes_down"] = int(m.group(1)) if m else 0
+        out["whole_answers"] = sum(int(n) for n in re.findall(
+            r'axctl_agent_sync_answers_total\{body="whole"\} (\d+)', metrics))
+        reports = dict(re.findall(r'axctl_agent_sync_reports_total\{decoded="(\w+)"\} (\d+)',
+                                  metrics))
+        parsed, repeated = int(reports.get("parsed", 0)), int(reports.get("repeated", 0))
+        out["repeated_reports"] = round(repeated / (parsed + repeated), 3) if parsed + repeated else None
+        health = json.loads(get(url + "/healthz"))
+        out["ready_nodes"] = health.get("ready_nodes")
+        simout = sim.communicate(timeout=60)[0].decode()
+        out.update(json.loads(simout))
+        ctl.send_signal(signal.SIGTERM)
+        ctl.wait(timeout=30)
+    finally:
+        for proc in (sim, ctl):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     print(json.dumps(out))
 
 
