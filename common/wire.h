@@ -232,14 +232,14 @@ void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a,
 /*
  * Decodes a sync answer, taking over the reference to json. -EBADMSG when the answer is
  * not a sync answer (neither ranks nor unchanged, or both) or lists more than
- * WIRE_MAX_RANKS ranks or shared environments (the agent keeps its state and, without a good answer, fences
- * itself at the end of its lease). A desired rank whose key cannot be read is dropped;
- * one whose other fields are wrong or over a limit is still recognised by its key (so it
- * is neither killed nor started twice) and carries an error that becomes its launch
- * failure. The shared environment a rank names is checked once and borrowed, not copied
- * into its env; a name the answer lacks, one whose environment breaks a limit, a
- * variable given both ways, or env and shared environment together over a limit, is
- * such an error.
+ * WIRE_MAX_RANKS ranks or shared environments (the agent keeps its state and, without a
+ * good answer, fences itself at the end of its lease). A desired rank whose key cannot
+ * be read is dropped; one whose other fields are wrong or over a limit is still
+ * recognised by its key (so it is neither killed nor started twice) and carries an error
+ * that becomes its launch failure. The shared environment a rank names is checked once
+ * and borrowed, not copied into its env; a name the answer lacks, one whose environment
+ * breaks a limit, a variable given both ways, or env and shared environment together
+ * over a limit, is such an error.
  */
 int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret);
 void wire_sync_answer_clear(WireSyncAnswer *a);

@@ -125,10 +125,10 @@ void ctl_node_desired_foreach(Controller *ctl, Node *node, CtlDesiredFn fn, void
  * The environment of DESIGN.md §6 that does not depend on the vendor (rankenv.c). Its
  * strings are the job's or env's own: valid until the job changes, a node registers
  * from another address, or env is filled again (one RankEnv serves a whole answer's
- * ranks) or cleared. Not to be copied:
- * vars point into its numbers. The first RANK_ENV_SHARED vars (the gang's host list)
- * are the same for all the ranks of the job's attempt and point at the job's own
- * strings only: an answer may send them once for all its ranks of the job.
+ * ranks) or cleared. Not to be copied: vars point into its numbers. The first
+ * RANK_ENV_SHARED vars (the gang's host list) are the same for all the ranks of the
+ * job's attempt and point at the job's own strings only: an answer may send them once
+ * for all its ranks of the job.
  */
 #define RANK_ENV_MAX_NUMBERS 16
 #define RANK_ENV_SHARED 1

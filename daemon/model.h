@@ -86,7 +86,6 @@ typedef struct JobGang {
         int *local_world; /* per node rank: its ranks */
         char *hosts; /* AXCTL_NODE_HOSTNAMES: hosts in node-rank order, comma-separated */
         char *first_host, *coordinator; /* node rank 0's host, and with the port */
-        int port;
 } JobGang;
 
 typedef struct Job {

@@ -92,8 +92,7 @@ static const JobGang *job_gang(Controller *ctl, Job *job) {
         for (int i = 0; i < g->num_nodes; i++)
                 free(hosts[i]);
         free(hosts);
-        g->port = coordinator_port(job);
-        g->coordinator = xasprintf("%s:%d", g->first_host, g->port);
+        g->coordinator = xasprintf("%s:%d", g->first_host, coordinator_port(job));
         return g;
 }
 
@@ -133,7 +132,7 @@ void ctl_rank_env(Controller *ctl, Job *job, Rank *rank, RankEnv *env) {
         switch (spec->framework) {
         case FRAMEWORK_TORCH:
                 set_default(env, spec, "MASTER_ADDR", g->first_host);
-                set_default(env, spec, "MASTER_PORT", number(env, g->port));
+                set_default(env, spec, "MASTER_PORT", number(env, coordinator_port(job)));
                 set_default(env, spec, "RANK", rank_text);
                 set_default(env, spec, "WORLD_SIZE", world);
                 set_default(env, spec, "LOCAL_RANK", local_rank);

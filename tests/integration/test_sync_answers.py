@@ -294,6 +294,7 @@ class SyncAnswerTest(axtest.ClusterTestCase):
 
         # An agent that shares gets the list once, and each rank names it.
         shared = sync("unchanged,shared_env")
+        as_sent = json.dumps(shared, sort_keys=True)
         name = str(job["id"])
         self.assertEqual(shared["shared_env"], {name: {"AXCTL_NODE_HOSTNAMES": hosts}})
         self.assertEqual(shared["version"], whole["version"])
@@ -304,6 +305,12 @@ class SyncAnswerTest(axtest.ClusterTestCase):
             # Merged, the rank is the whole answer's, variable for variable.
             own["env"].update(shared["shared_env"][name])
             self.assertEqual(own, full)
+
+        # The list lives in memory only: a controller killed and restarted builds it again
+        # from what it stored, the same for every agent.
+        c.restart_controller(sigkill=True)
+        self.assertEqual(json.dumps(sync("unchanged,shared_env"), sort_keys=True), as_sent)
+        self.assertEqual(sync("unchanged"), whole)
 
     def test_a_repeated_sync_body_is_decoded_once_and_handled_as_ever(self):
         c = self.start_cluster(0)
