@@ -36,8 +36,9 @@ int main(int argc, char **argv) {
         int nodes = argc > 1 ? atoi(argv[1]) : 3000;
         must(nodes > 0 && nodes <= SPEC_MAX_RANKS / 8, "NODES must be 1..8192");
         log_setup("bench_answers", LOG_LEVEL_WARNING);
-        char dir[] = "/tmp/bench-answers.XXXXXX";
-        must(mkdtemp(dir) != NULL, "mkdtemp");
+        /* mkdtemp's template: a fresh directory under $TMPDIR for the database. */
+        char *dir = xasprintf("%s/bench-answers.XXXXXX", getenv("TMPDIR") ?: "/tmp");
+        must(mkdtemp(dir) != NULL, "cannot create a directory for the database");
         char *db = xasprintf("%s/state.db", dir);
         CtlConfig cfg = {.db_path = db,
                          .lease_ms = 5000,
@@ -102,9 +103,15 @@ int main(int argc, char **argv) {
                        (double) largest / 1e3);
         }
         ctl_free(ctl);
-        char *cmd = xasprintf("rm -rf %s", dir);
-        must(system(cmd) == 0, "remove the database");
-        free(cmd);
+        /* SQLite's database with its WAL and shared-memory files, then the directory. */
+        static const char *const suffixes[] = {"", "-wal", "-shm"};
+        for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+                char *path = xasprintf("%s%s", db, suffixes[i]);
+                unlink(path);
+                free(path);
+        }
+        must(rmdir(dir) == 0, "cannot remove the database's directory");
+        free(dir);
         free(db);
         return 0;
 }
