@@ -137,6 +137,41 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
             time.sleep(0.05)
 
 
+    def test_hundreds_of_writes_waiting_for_one_commit_are_all_answered(self):
+        # A write is answered once its turn commits. Up to 128 waiting requests are
+        # called again on every run rather than suspended, the rest are suspended
+        # (api.c); 400 submits sent at once fill a turn past that bound, and clients
+        # that leave before their answer must not disturb the others.
+        c = self.start_cluster(0)
+        spec = json.dumps({"command": ["true"], "ranks": 1})
+        request = ("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\n\r\n%s" % (len(spec), spec)).encode()
+        leavers = [socket.create_connection(("127.0.0.1", c.port), timeout=10)
+                   for _ in range(50)]
+        clients = [socket.create_connection(("127.0.0.1", c.port), timeout=30)
+                   for _ in range(400)]
+        self.addCleanup(lambda: [s.close() for s in clients + leavers])
+        for s in leavers + clients:
+            s.sendall(request)
+        for s in leavers:
+            s.close()
+        ids = set()
+        for s in clients:
+            f = s.makefile("rb")
+            status = f.readline()
+            self.assertTrue(status.startswith(b"HTTP/1.1 201"), status)
+            length = 0
+            while (line := f.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            ids.add(json.loads(f.read(length))["id"])
+        self.assertEqual(len(ids), 400)
+        # Each answered job is stored; the leavers' submits landed or not, whole.
+        listed = {j["id"] for j in c.api_ok("GET", "/v1/jobs?limit=1000")["jobs"]}
+        self.assertTrue(ids <= listed)
+        self.assertLessEqual(len(listed), 450)
+        self.assertEqual(c.api_ok("GET", "/healthz")["status"], "ok")
+
 
 class LoadingTest(axtest.ClusterTestCase):
     def test_connections_that_come_while_loading_are_accepted(self):

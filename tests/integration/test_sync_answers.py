@@ -13,7 +13,8 @@
   request the killed controller had. Likewise an agent whose lease is half spent (its
   held sync was answered late) asks for no hold, and news (a rank that ended) does not
   make it drop a long-poll that is late rather than held: that one's answer renews the
-  lease, and a new request would queue behind the rest of a restarted fleet's.
+  lease, and a new request would queue behind the rest of a restarted fleet's. The
+  long-poll an agent dropped for news is answered soon after, not held to its end.
 - An agent that announces `accept=shared_env` gets a gang's host list once per answer,
   not in every rank's environment; merged, its ranks are those of the whole answer.
 - A sync body that repeats the connection's last one byte for byte is not parsed again
@@ -152,6 +153,25 @@ class SyncAnswerTest(axtest.ClusterTestCase):
         self.assertEqual((ans["version"], ans.get("unchanged")), (v, True), ans)
         self.assertLess(took, 0.7, "the first sync after the restart was held")
         self.assertGreater(timed_sync(1000, v)[1], 0.9, "the next sync was not held")
+
+    def test_a_long_poll_dropped_for_news_is_answered_soon(self):
+        # The agent drops its held sync for news, which is answered at once. The one it
+        # dropped is answered with the next held syncs that fall due (within 50 ms), not
+        # held to its deadline (5 s here), so that its connection is let go of.
+        c = self.start_cluster(0, lease_ms=20000, controller_args=["--sync-period-ms", "5000"])
+        body = register_by_hand(c, "drop1", "d" * 32)
+        query = "/v1/agent/sync?wait_ms=%d&version=%d&accept=unchanged"
+        v = c.api_ok("POST", query % (0, 0), body, expect=(200,))["version"]
+        held = http.client.HTTPConnection("127.0.0.1", c.port, timeout=30)
+        self.addCleanup(held.close)
+        sent = time.monotonic()
+        held.request("POST", query % (5000, v), json.dumps(body),
+                     {"Content-Type": "application/json"})
+        time.sleep(0.5)  # held by now
+        self.assertEqual(c.api_ok("POST", query % (0, v), body, expect=(200,))["version"], v)
+        resp = held.getresponse()
+        self.assertEqual((resp.status, json.loads(resp.read()).get("unchanged")), (200, True))
+        self.assertLess(time.monotonic() - sent, 3, "the dropped long-poll was held to its end")
 
     def test_an_agent_with_its_lease_half_spent_asks_for_no_hold(self):
         # A lease of 6 s: holds of 1 s, half the lease 3 s, so an answer would have to
