@@ -115,17 +115,13 @@ void request_set_sync_answer(Api *api, Request *req, Node *node) {
 /*
  * Answers a sync now, or holds it (returns true) until its node's desired state changes
  * or a sync period passes. The agent's other request, held before this one, was dropped
- * for it: it is answered with the next held syncs whose time is up (within
- * API_HOLD_BATCH_MS), which frees its connection well before its deadline, and not for
- * a change of the node, which would cost a walk of all suspended connections of its own.
+ * for it: answered after this turn's commit, it frees its connection now instead of at
+ * its deadline.
  */
 static bool sync_answer_or_hold(Api *api, Request *req, Node *node, int64_t wait_ms,
                                 uint64_t version, bool answer_now) {
-        int64_t now = util_now_ms();
-        for (LongPoll *p = longpolls_of_node(&api->polls, node->index), *next; p; p = next) {
-                next = p->node_next;
-                longpolls_supersede(&api->polls, p, now);
-        }
+        for (LongPoll *p = longpolls_of_node(&api->polls, node->index); p; p = p->node_next)
+                longpolls_set_deadline(&api->polls, p, 0);
         if (wait_ms <= 0 || node->version != version || answer_now) {
                 request_set_sync_answer(api, req, node);
                 return false;
@@ -135,7 +131,7 @@ static bool sync_answer_or_hold(Api *api, Request *req, Node *node, int64_t wait
         int64_t period = ctl_config(api->ctl)->sync_period_ms;
         req->polling = true;
         req->poll.node = node->index;
-        req->poll.deadline_ms = now + (wait_ms < period ? wait_ms : period);
+        req->poll.deadline_ms = util_now_ms() + (wait_ms < period ? wait_ms : period);
         return true;
 }
 

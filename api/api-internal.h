@@ -24,15 +24,6 @@
  * replaced it, with room for a poll still held after its agent gave up on it. More
  * from one node is a broken or hostile agent taking the rest of the fleet's share. */
 #define API_AGENT_CONNECTIONS_PER_NODE 4
-/*
- * Held syncs whose time is up are answered together, once the first is this late: each
- * answer resumes a connection, and a run after any resume walks all the suspended ones,
- * so at fleet scale answering them as each fell due cost a walk of ten thousand every
- * turn. The agent's lease allows far more (docs/PROTOCOL.md, "Self-fencing").
- */
-#define API_HOLD_BATCH_MS 50
-/* Requests that wait for their turn's commit without being suspended (api.c). */
-#define API_AWAKE_COMMITTERS 128
 #define API_MAX_JSON_DEPTH 32
 
 typedef struct Request Request;
@@ -69,10 +60,9 @@ struct Request {
         uint64_t applied_version;
         bool accepts_unchanged;
         bool accepts_shared_env; /* and the jobs' host lists once per answer */
-        bool suspended; /* a held sync (in Api.polls), or a committing one past the bound */
-        /* Waiting for the turn that wrote for it to commit. */
-        bool committing;
-        Request *prev_waiting, *next_waiting; /* Api.committing */
+        /* Suspended until the turn that wrote for it commits (in Api.committing). */
+        bool suspended;
+        Request *next_waiting;
         bool busy; /* turned away to keep the API users' reserve: the connection closes */
 };
 
@@ -90,8 +80,7 @@ struct Api {
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
         int streams_per_user;
-        Request *committing; /* waiting for their turn's commit */
-        int awake_committers; /* of them, not suspended */
+        Request *committing; /* suspended until their turn commits */
         LongPolls polls; /* held agent syncs: each LongPoll is a Request's member poll */
         Request *streams; /* log streams (suspended while their pipe is empty) */
         int n_streams;

@@ -707,53 +707,16 @@ static Request *request_of_poll(LongPoll *p) {
         return (Request *) ((char *) p - offsetof(Request, poll));
 }
 
-/*
- * A held sync is suspended until its answer is due. A request that only waits for its
- * turn's commit is not, up to API_AWAKE_COMMITTERS of them: libmicrohttpd calls
- * on_request again on each run until an answer is queued, which costs less than
- * suspending it. Each resume makes the next run walk every suspended connection (ten
- * thousand held syncs at fleet scale), and suspending and resuming take a socket out
- * of epoll and put it back. Past the bound (a restarted controller's reconnecting
- * fleet) they are suspended, since every run would call all of them again.
- */
-static void request_wait(Api *api, Request *req, struct MHD_Connection *con) {
+static void request_suspend(Api *api, Request *req, struct MHD_Connection *con) {
         req->connection = con;
-        if (req->polling) {
-                req->suspended = true;
-                longpolls_add(&api->polls, &req->poll);
-                MHD_suspend_connection(con);
-                return;
-        }
-        req->committing = true;
-        req->prev_waiting = NULL;
-        req->next_waiting = api->committing;
-        if (api->committing)
-                api->committing->prev_waiting = req;
-        api->committing = req;
-        if (api->awake_committers < API_AWAKE_COMMITTERS) {
-                api->awake_committers++;
-                return;
-        }
         req->suspended = true;
-        MHD_suspend_connection(con);
-}
-
-/* A request that waited for its turn's commit: answered, or its connection closed. */
-static void request_committed(Api *api, Request *req) {
-        req->committing = false;
-        if (req->prev_waiting)
-                req->prev_waiting->next_waiting = req->next_waiting;
-        else
-                api->committing = req->next_waiting;
-        if (req->next_waiting)
-                req->next_waiting->prev_waiting = req->prev_waiting;
-        req->prev_waiting = req->next_waiting = NULL;
-        if (!req->suspended) {
-                api->awake_committers--;
-                return;
+        if (req->polling)
+                longpolls_add(&api->polls, &req->poll);
+        else {
+                req->next_waiting = api->committing;
+                api->committing = req;
         }
-        req->suspended = false;
-        MHD_resume_connection(req->connection);
+        MHD_suspend_connection(con);
 }
 
 /* Waits (suspended) until the stream's pipe has data; one-shot, so a slow client whose
@@ -854,8 +817,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
                 *upload_data_size = 0;
                 return MHD_YES;
         }
-        if (req->committing)
-                return MHD_YES; /* its turn has not committed: called again next run */
         if (req->answer)
                 return queue_answer(con, req); /* resumed with a prepared answer */
         if (req->proxy)
@@ -866,7 +827,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
                 return proxy_answer(api, req, con);
         /* /healthz writes nothing and must answer even while a turn fails. */
         if (wait || (ctl_turn_has_writes(api->ctl) && req->route != ROUTE_HEALTHZ)) {
-                request_wait(api, req, con);
+                request_suspend(api, req, con);
                 return MHD_YES;
         }
         return queue_answer(con, req);
@@ -888,8 +849,6 @@ static void on_completed(void *cls, struct MHD_Connection *con, void **con_cls,
         free(req->location_buf);
         if (req->polling && req->suspended)
                 longpolls_remove(&api->polls, &req->poll);
-        if (req->committing)
-                request_committed(api, req); /* awake, and its client left before the commit */
         free(req->stream_owner);
         token_identity_clear(&req->who);
         if (req->proxy) {
@@ -988,10 +947,10 @@ Api *api_free(Api *api) {
         if (!api)
                 return NULL;
         /* Suspended connections must be resumed before the daemon can stop (it aborts
-         * otherwise): requests waiting for a commit, long-polls, and log streams
-         * waiting for their agent. */
-        while (api->committing)
-                request_committed(api, api->committing);
+         * otherwise): long-polls, and log streams waiting for their agent. */
+        for (Request *r = api->committing; r; r = r->next_waiting)
+                MHD_resume_connection(r->connection);
+        api->committing = NULL;
         for (LongPoll *p; (p = longpolls_earliest(&api->polls));) {
                 Request *r = request_of_poll(p);
                 longpolls_remove(&api->polls, p);
@@ -1064,8 +1023,8 @@ int64_t api_timeout_ms(Api *api) {
                 timeout = (int64_t) t;
         LongPoll *p = longpolls_earliest(&api->polls);
         if (p) {
-                int64_t now = util_now_ms(), due = p->deadline_ms + API_HOLD_BATCH_MS;
-                int64_t left = due > now ? due - now : 0;
+                int64_t now = util_now_ms();
+                int64_t left = p->deadline_ms > now ? p->deadline_ms - now : 0;
                 if (timeout < 0 || left < timeout)
                         timeout = left;
         }
@@ -1093,7 +1052,7 @@ static void poll_answer(Api *api, Request *r, const char *failure) {
  */
 void api_after_commit(Api *api) {
         const char *failure = ctl_failure(api->ctl);
-        bool run =
+        bool resumed =
                 api->committing || (longpolls_earliest(&api->polls) && (failure || api->stopping));
         int n_changed;
         Node **changed = ctl_take_changed_nodes(api->ctl, &n_changed);
@@ -1107,24 +1066,24 @@ void api_after_commit(Api *api) {
                         next = p->node_next;
                         if (request_of_poll(p)->applied_version != changed[i]->version) {
                                 poll_answer(api, request_of_poll(p), NULL);
-                                run = true;
+                                resumed = true;
                         }
                 }
         }
-        /* Held syncs whose time is up, together once the first is HOLD_BATCH_MS late. */
         int64_t now = util_now_ms();
-        LongPoll *first = longpolls_earliest(&api->polls);
-        if (first && first->deadline_ms + API_HOLD_BATCH_MS <= now) {
-                for (LongPoll *p; (p = longpolls_earliest(&api->polls)) && p->deadline_ms <= now;)
-                        poll_answer(api, request_of_poll(p), NULL);
-                run = true;
+        for (LongPoll *p; (p = longpolls_earliest(&api->polls)) && p->deadline_ms <= now;) {
+                poll_answer(api, request_of_poll(p), NULL);
+                resumed = true;
         }
-        while (api->committing) {
+        for (Request *r = api->committing, *next; r; r = next) {
+                next = r->next_waiting;
                 if (failure)
-                        request_set_unavailable(api->committing, failure); /* not committed */
-                request_committed(api, api->committing);
+                        request_set_unavailable(r, failure); /* its turn did not commit */
+                r->suspended = false;
+                MHD_resume_connection(r->connection);
         }
+        api->committing = NULL;
         /* Send the answers now rather than on the next wake-up. */
-        if (run)
+        if (resumed)
                 MHD_run(api->mhd);
 }

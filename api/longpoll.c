@@ -54,22 +54,11 @@ void longpolls_add(LongPolls *lp, LongPoll *p) {
                         lp->by_node[i] = NULL;
                 lp->cap_nodes = cap;
         }
-        p->superseded = false;
         p->node_prev = NULL;
         p->node_next = lp->by_node[p->node];
         if (p->node_next)
                 p->node_next->node_prev = p;
         lp->by_node[p->node] = p;
-}
-
-static void node_unlink(LongPolls *lp, LongPoll *p) {
-        if (p->node_prev)
-                p->node_prev->node_next = p->node_next;
-        else
-                lp->by_node[p->node] = p->node_next;
-        if (p->node_next)
-                p->node_next->node_prev = p->node_prev;
-        p->node_prev = p->node_next = NULL;
 }
 
 void longpolls_remove(LongPolls *lp, LongPoll *p) {
@@ -80,22 +69,19 @@ void longpolls_remove(LongPolls *lp, LongPoll *p) {
                 heap_down(lp, i);
                 heap_up(lp, i);
         }
-        if (!p->superseded)
-                node_unlink(lp, p);
+        if (p->node_prev)
+                p->node_prev->node_next = p->node_next;
+        else
+                lp->by_node[p->node] = p->node_next;
+        if (p->node_next)
+                p->node_next->node_prev = p->node_prev;
+        p->node_prev = p->node_next = NULL;
 }
 
 void longpolls_set_deadline(LongPolls *lp, LongPoll *p, int64_t deadline_ms) {
         p->deadline_ms = deadline_ms;
         heap_down(lp, p->heap_pos);
         heap_up(lp, p->heap_pos);
-}
-
-void longpolls_supersede(LongPolls *lp, LongPoll *p, int64_t deadline_ms) {
-        if (!p->superseded) {
-                node_unlink(lp, p);
-                p->superseded = true;
-        }
-        longpolls_set_deadline(lp, p, deadline_ms);
 }
 
 LongPoll *longpolls_of_node(const LongPolls *lp, int node) {

@@ -7,7 +7,6 @@
  */
 #pragma once
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,7 +15,6 @@ typedef struct LongPoll {
         int64_t deadline_ms; /* monotonic */
         size_t heap_pos;
         struct LongPoll *node_prev, *node_next;
-        bool superseded; /* out of its node's list: longpolls_supersede */
 } LongPoll;
 
 typedef struct LongPolls {
@@ -30,9 +28,6 @@ void longpolls_add(LongPolls *lp, LongPoll *p);
 void longpolls_remove(LongPolls *lp, LongPoll *p);
 /* Moves p's deadline (earlier or later). */
 void longpolls_set_deadline(LongPolls *lp, LongPoll *p, int64_t deadline_ms);
-/* Makes p due at deadline_ms and takes it out of its node's list, so that changes of
- * the node no longer answer it: a poll its agent dropped for a newer request. */
-void longpolls_supersede(LongPolls *lp, LongPoll *p, int64_t deadline_ms);
 /* The first held poll of node, or NULL; follow node_next for the others. */
 LongPoll *longpolls_of_node(const LongPolls *lp, int node);
 /* The poll with the earliest deadline, or NULL when none is held. */

@@ -38,10 +38,6 @@ int main(void) {
                         longpolls_set_deadline(&lp, &polls[i], i % 2 ? 0 : 10000);
         /* Node 0 had 0, 300, 600 and 900, all dropped; node 1 kept 1, 301, 601 and 901. */
         CHECK(count_of_node(&lp, 0) == 0 && count_of_node(&lp, 1) == 4);
-        /* Superseded: out of node 1's list, still in the heap, removed once. */
-        longpolls_supersede(&lp, &polls[301], 1);
-        longpolls_supersede(&lp, &polls[301], 2);
-        CHECK(count_of_node(&lp, 1) == 3 && longpolls_count(&lp) == N - (N + 2) / 3);
         int64_t last = -1;
         size_t seen = 0;
         for (LongPoll *p; (p = longpolls_earliest(&lp));) {

@@ -138,10 +138,9 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
 
 
     def test_hundreds_of_writes_waiting_for_one_commit_are_all_answered(self):
-        # A write is answered once its turn commits. Up to 128 waiting requests are
-        # called again on every run rather than suspended, the rest are suspended
-        # (api.c); 400 submits sent at once fill a turn past that bound, and clients
-        # that leave before their answer must not disturb the others.
+        # A write is answered once its turn commits (api.c keeps the requests that wait
+        # for it): 400 submits sent at once, many in one turn, are each answered once
+        # and stored, and clients that leave before their answer disturb no other.
         c = self.start_cluster(0)
         spec = json.dumps({"command": ["true"], "ranks": 1})
         request = ("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
