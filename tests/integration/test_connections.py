@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -136,7 +137,6 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
             self.assertLess(time.monotonic(), deadline, "closed connections were still counted")
             time.sleep(0.05)
 
-
     def test_hundreds_of_writes_waiting_for_one_commit_are_all_answered(self):
         # A write is answered once its turn commits (api.c keeps the requests that wait
         # for it): 400 submits sent at once, many in one turn, are each answered once
@@ -152,7 +152,8 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
         self.addCleanup(lambda: [s.close() for s in clients + leavers])
         for s in leavers + clients:
             s.sendall(request)
-        for s in leavers:
+        for s in leavers:  # reset, not closed: the controller sees them go at once
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             s.close()
         ids = set()
         for s in clients:
