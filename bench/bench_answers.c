@@ -103,14 +103,7 @@ int main(int argc, char **argv) {
                        (double) largest / 1e3);
         }
         ctl_free(ctl);
-        /* SQLite's database with its WAL and shared-memory files, then the directory. */
-        static const char *const suffixes[] = {"", "-wal", "-shm"};
-        for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-                char *path = xasprintf("%s%s", db, suffixes[i]);
-                unlink(path);
-                free(path);
-        }
-        must(rmdir(dir) == 0, "cannot remove the database's directory");
+        must(util_rm_rf(dir) == 0, "cannot remove the database's directory");
         free(dir);
         free(db);
         return 0;
