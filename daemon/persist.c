@@ -549,8 +549,8 @@ static int load_jobs_and_figures(Store *store, Model *m, int64_t retire_before_m
                                  int64_t *next_id) {
         int r;
         if ((r = load_jobs(store, m, retire_before_ms)) < 0 ||
-            (r = store_attempts_load(store, load_attempt, m)) < 0 ||
-            (r = store_ranks_load(store, load_rank, m)) < 0 ||
+            (r = store_attempts_load(store, retire_before_ms, load_attempt, m)) < 0 ||
+            (r = store_ranks_load(store, retire_before_ms, load_rank, m)) < 0 ||
             (r = store_job_next_id(store, next_id)) < 0 ||
             (r = persist_goodput_backfill(store, m)) < 0 ||
             (r = ctl_goodput_stored_load(store, m)) < 0)

@@ -582,20 +582,23 @@ static int job_row(const StoreRow *row, void *p) {
 
 /*
  * The jobs a start loads: those not retired, found through indexes. A job is retired
- * when it ended before the cutoff (or without a finish time) and has no rank that may
- * still run, so every other job is in one of the UNION's sets: not ended (every state
- * but the three ends, listed: PostgreSQL's planner uses no index for a NOT IN), ended at
- * or after the cutoff, or with a rank alive. At 100,000 stored jobs, reading every job
- * took a sixth of a restart; filtering every job for retirement (a subquery per job) took
- * PostgreSQL 0.34 s, the sets alone 0.1 s.
+ * when it ended before the cutoff (?1) (or without a finish time) and has no rank that
+ * may still run, so every other job is in one of the UNION's sets: not ended (every
+ * state but the three ends, listed: PostgreSQL's planner uses no index for a NOT IN),
+ * ended at or after the cutoff, or with a rank alive. At 100,000 stored jobs, reading
+ * every job took a sixth of a restart; filtering every job for retirement (a subquery per
+ * job) took PostgreSQL 0.34 s, the sets alone 0.1 s. Their attempts and ranks are read
+ * for the same set: reading every stored one made a restart grow with the store's
+ * history (0.7 s more for 100,000 retired jobs of 8 ranks).
  */
-static const char jobs_load_sql[] =
-        "SELECT " JOB_COLUMNS " FROM job WHERE id IN"
-        " (SELECT id FROM job WHERE state IN"
-        "   ('pending', 'starting', 'running', 'restarting', 'preempted')"
-        "  UNION SELECT id FROM job WHERE finished_ms >= ?1"
+#define LOADED_JOBS                                                        \
+        "(SELECT id FROM job WHERE state IN"                               \
+        "   ('pending', 'starting', 'running', 'restarting', 'preempted')" \
+        "  UNION SELECT id FROM job WHERE finished_ms >= ?1"               \
         "  UNION SELECT job FROM rank WHERE alive = 1)"
-        " ORDER BY id";
+
+static const char jobs_load_sql[] =
+        "SELECT " JOB_COLUMNS " FROM job WHERE id IN " LOADED_JOBS " ORDER BY id";
 
 int store_jobs_load(Store *store, int64_t retire_before_ms, StoreJobFn fn, void *userdata) {
         StoreParam p[] = {STORE_INT(retire_before_ms)};
@@ -635,10 +638,13 @@ static int attempt_row(const StoreRow *row, void *p) {
         return ((StoreAttemptFn) ctx->fn)(ctx->userdata, &a);
 }
 
-int store_attempts_load(Store *store, StoreAttemptFn fn, void *userdata) {
+int store_attempts_load(Store *store, int64_t retire_before_ms, StoreAttemptFn fn, void *userdata) {
+        StoreParam p[] = {STORE_INT(retire_before_ms)};
         LoadCtx ctx = {(void *) fn, userdata};
-        return run_once(store, "SELECT " ATTEMPT_COLUMNS " FROM attempt ORDER BY job, attempt",
-                        NULL, 0, attempt_row, &ctx);
+        return run_once(store,
+                        "SELECT " ATTEMPT_COLUMNS " FROM attempt WHERE job IN " LOADED_JOBS
+                        " ORDER BY job, attempt",
+                        p, N_PARAMS(p), attempt_row, &ctx);
 }
 
 static int rank_row(const StoreRow *row, void *p) {
@@ -667,11 +673,14 @@ static int rank_row(const StoreRow *row, void *p) {
         " r.signal, r.step, r.local_rank, r.node_rank"                                       \
         " FROM rank r JOIN job j ON j.id = r.job AND j.attempt = r.attempt"
 
-int store_ranks_load(Store *store, StoreRankFn fn, void *userdata) {
+int store_ranks_load(Store *store, int64_t retire_before_ms, StoreRankFn fn, void *userdata) {
+        StoreParam p[] = {STORE_INT(retire_before_ms)};
         LoadCtx ctx = {(void *) fn, userdata};
         /* Only the ranks of each job's latest attempt matter after a restart. */
-        return run_once(store, "SELECT " LATEST_RANKS " ORDER BY r.job, r.rank", NULL, 0, rank_row,
-                        &ctx);
+        return run_once(store,
+                        "SELECT " LATEST_RANKS " WHERE r.job IN " LOADED_JOBS
+                        " ORDER BY r.job, r.rank",
+                        p, N_PARAMS(p), rank_row, &ctx);
 }
 
 static const char *const job_load_sql[] = {

@@ -196,7 +196,8 @@ int store_job_find_key(Store *store, const char *project, const char *key, int64
 typedef int (*StoreIdFn)(void *userdata, int64_t id);
 int store_jobs_list(Store *store, int64_t before, const char *state, const char *project,
                     StoreIdFn fn, void *userdata);
-int store_attempts_load(Store *store, StoreAttemptFn fn, void *userdata);
+/* The attempts of the jobs store_jobs_load loads for the same cutoff, and no others. */
+int store_attempts_load(Store *store, int64_t retire_before_ms, StoreAttemptFn fn, void *userdata);
 
 /* Goodput of ended jobs; project NULL: any. store_goodput_sum calls fn once per project
  * with the sums over the jobs created at or after since_ms (ms[] weighted by each job's
@@ -211,7 +212,8 @@ int store_goodput_straddling(Store *store, const char *project, int64_t since_ms
                              void *userdata);
 /* Ended jobs without goodput figures: those a database before migration 8 holds. */
 int store_goodput_missing(Store *store, StoreIdFn fn, void *userdata);
-int store_ranks_load(Store *store, StoreRankFn fn, void *userdata);
+/* The ranks of those jobs' latest attempts (store_attempts_load). */
+int store_ranks_load(Store *store, int64_t retire_before_ms, StoreRankFn fn, void *userdata);
 int store_nodes_load(Store *store, StoreNodeFn fn, void *userdata);
 /* Events after seq `after` (of one job when job > 0), oldest first, at most limit. */
 int store_events_list(Store *store, int64_t job, int64_t after, int limit, StoreEventFn fn,

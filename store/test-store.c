@@ -175,16 +175,29 @@ static void test_idempotency_key_per_project(void) {
         store_close(s);
 }
 
-static int collect_ids(void *ud, const StoreJob *j) {
+static int append_id(char *ids, int64_t id) {
         char one[24];
-        snprintf(one, sizeof(one), "%lld ", (long long) j->id);
-        strcat(ud, one);
+        snprintf(one, sizeof(one), "%lld ", (long long) id);
+        strcat(ids, one);
         return 0;
+}
+
+static int collect_ids(void *ud, const StoreJob *j) {
+        return append_id(ud, j->id);
+}
+
+static int collect_attempt_jobs(void *ud, const StoreAttempt *a) {
+        return append_id(ud, a->job);
+}
+
+static int collect_rank_jobs(void *ud, const StoreRank *r) {
+        return append_id(ud, r->job);
 }
 
 /* A start loads every job not retired and no other: one not ended (whatever its
  * finished_ms), one that ended at or after the cutoff, one whose ranks may still run;
- * not one that ended before it, nor an ended job without a finish time. */
+ * not one that ended before it, nor an ended job without a finish time. The attempts
+ * and ranks it reads are those of the same jobs, not the store's whole history. */
 static void test_jobs_load_cutoff(void) {
         _cleanup_free_ char *path = fresh_target("cutoff");
         Store *s = NULL;
@@ -204,6 +217,7 @@ static void test_jobs_load_cutoff(void) {
                 StoreJob job = plain_job((int64_t) i + 1);
                 job.state = jobs[i].state;
                 job.finished_ms = jobs[i].finished_ms;
+                job.attempt = 1;
                 CHECK_INT(store_job_put(s, &job), 0);
                 StoreRank rank = {.job = job.id,
                                   .attempt = 1,
@@ -215,11 +229,28 @@ static void test_jobs_load_cutoff(void) {
                                   .signal = STORE_NONE,
                                   .step = STORE_NONE};
                 CHECK_INT(store_rank_put(s, &rank), 0);
+                StoreAttempt at = {.job = job.id,
+                                   .attempt = 1,
+                                   .started_ms = 10,
+                                   .ended_ms = STORE_NONE,
+                                   .running_ms = STORE_NONE,
+                                   .first_progress_ms = STORE_NONE,
+                                   .last_progress_ms = STORE_NONE,
+                                   .failed_ms = STORE_NONE,
+                                   .first_ckpt_ms = STORE_NONE,
+                                   .last_ckpt_ms = STORE_NONE};
+                CHECK_INT(store_attempt_put(s, &at), 0);
         }
         CHECK_INT(store_commit(s), 0);
         char ids[128] = "";
         CHECK_INT(store_jobs_load(s, 1000, collect_ids, ids), 0);
         CHECK_STR(ids, "1 3 4 6 8 ");
+        char attempts[128] = "";
+        CHECK_INT(store_attempts_load(s, 1000, collect_attempt_jobs, attempts), 0);
+        CHECK_STR(attempts, "1 3 4 6 8 ");
+        char ranks[128] = "";
+        CHECK_INT(store_ranks_load(s, 1000, collect_rank_jobs, ranks), 0);
+        CHECK_STR(ranks, "1 3 4 6 8 ");
         store_close(s);
 }
 
@@ -553,7 +584,7 @@ static void test_reopen(void) {
         CHECK_INT(store_events_list(s, 0, ev.seq, 100, count_events, &n), 0);
         CHECK_INT(n, 0);
         n = 0;
-        CHECK_INT(store_ranks_load(s, check_rank, &n), 0);
+        CHECK_INT(store_ranks_load(s, 0, check_rank, &n), 0);
         CHECK_INT(n, 1);
         s = store_close(s);
 }
