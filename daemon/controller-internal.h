@@ -29,6 +29,12 @@ struct Controller {
          * when scheduling waits for them: the reconnecting fleet is answered first. */
         int reconnecting;
         int64_t reconnect_until_ms;
+        /* After a start, the jobs that ended within the retention time: read from the
+         * store (as retired ones are) until the fleet is back, then loaded a batch a turn
+         * (ctl_load_ended_jobs). Listed at the first batch; NULL once all are in. */
+        int64_t *ended_ids;
+        int n_ended_ids, cap_ended_ids, next_ended_id;
+        bool ended_pending;
         TokenCache *tokens; /* identities read lately (tokencache.h) */
         Job **borrowed; /* jobs read from the store for this turn's requests (jobs.c) */
         int n_borrowed, cap_borrowed;

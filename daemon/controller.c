@@ -36,6 +36,8 @@
 /* How often an idle controller checks that its database file is still in place. */
 #define CTL_FILE_CHECK_MS 1000
 #define CTL_RETIRE_PERIOD_MS 1000
+/* Jobs over within the retention time loaded after a start, per turn: a few ms each. */
+#define CTL_ENDED_BATCH 256
 
 int ctl_new(const CtlConfig *config, Controller **ret) {
         Store *store = NULL;
@@ -54,7 +56,8 @@ int ctl_new_on(const CtlConfig *config, Store *store, Controller **ret) {
         histogram_init_latency(&ctl->loop_turn);
         ctl->tokens = token_cache_new();
         ctl->store = store;
-        int r = persist_load(ctl->store, &ctl->model, util_wall_ms() - config->job_retention_ms);
+        /* Serving first: the jobs that ended and hold nothing come after (ctl_end_turn). */
+        int r = persist_load(ctl->store, &ctl->model, INT64_MAX);
         if (r < 0) {
                 ctl_free(ctl);
                 return r;
@@ -64,6 +67,7 @@ int ctl_new_on(const CtlConfig *config, Store *store, Controller **ret) {
         ctl->turn.effects = TURN_SCHEDULE | TURN_SCHEDULE_FULL | TURN_SWEEP;
         ctl->sched.next_restart_ms = util_now_ms();
         ctl->sched_interval_ms = SCHED_MIN_INTERVAL_MS;
+        ctl->ended_pending = true;
         *ret = ctl;
         return 0;
 }
@@ -73,6 +77,7 @@ Controller *ctl_free(Controller *ctl) {
                 return NULL;
         jobs_borrowed_release(ctl);
         free(ctl->borrowed);
+        free(ctl->ended_ids);
         token_cache_free(ctl->tokens);
         model_clear(&ctl->model);
         turn_clear(&ctl->turn);
@@ -138,10 +143,20 @@ void ctl_serving_starts(Controller *ctl) {
         ctl->reconnect_until_ms = now + ctl->cfg.lease_ms / 2;
 }
 
+/* After a restart, not before the fleet is back or half a lease has passed. */
+static bool fleet_back(const Controller *ctl, int64_t now) {
+        return ctl->reconnecting == 0 || now >= ctl->reconnect_until_ms;
+}
+
 int64_t ctl_next_deadline_ms(Controller *ctl) {
-        int64_t next = util_now_ms() + 1000;
+        int64_t now = util_now_ms();
+        int64_t next = now + 1000;
         if (ctl_failure(ctl))
                 return next; /* stopping: nothing is due */
+        if (ctl->ended_pending) /* at once when the fleet is back */
+                next = fleet_back(ctl, now)             ? now
+                       : ctl->reconnect_until_ms < next ? ctl->reconnect_until_ms
+                                                        : next;
         Node *oldest = model_lease_oldest(&ctl->model);
         if (oldest) {
                 int64_t t = oldest->last_sync_mono + ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1;
@@ -217,7 +232,7 @@ static void ctl_schedule(Controller *ctl) {
                 return;
         /* A restarted controller answers its reconnecting fleet before it schedules:
          * passes (an eighth of the loop) would delay agents towards their lease's end. */
-        if (ctl->reconnecting > 0 && now < ctl->reconnect_until_ms)
+        if (!fleet_back(ctl, now))
                 return;
         struct timespec start;
         clock_gettime(CLOCK_MONOTONIC, &start);
@@ -262,6 +277,58 @@ static void ctl_retire_jobs(Controller *ctl) {
                           (long long) (ctl->cfg.job_retention_ms / 1000));
 }
 
+static int collect_ended_id(void *userdata, int64_t id) {
+        Controller *ctl = userdata;
+        if (!model_job_find(&ctl->model, id)) { /* in memory: not over, or over since */
+                GROW(ctl->ended_ids, ctl->n_ended_ids, ctl->cap_ended_ids);
+                ctl->ended_ids[ctl->n_ended_ids++] = id;
+        }
+        return 0;
+}
+
+/*
+ * A start loads what is not over, and serves; the jobs over within the retention time
+ * (100,000 cancelled at once made a restart take a second more, and the fleet's agents
+ * fence) follow between turns once the fleet is back, CTL_ENDED_BATCH at a time.
+ * Until then they are read from the store as retired ones are: found, listed,
+ * deduplicated.
+ */
+static void ctl_load_ended_jobs(Controller *ctl) {
+        if (!ctl->ended_pending || ctl->turn.tx_open || ctl_failure(ctl) ||
+            !fleet_back(ctl, util_now_ms()))
+                return;
+        int64_t since = util_wall_ms() - ctl->cfg.job_retention_ms;
+        int r = 0;
+        if (!ctl->ended_ids)
+                r = store_jobs_finished_since(ctl->store, since, collect_ended_id, ctl);
+        int first = ctl->next_ended_id;
+        int last = first + CTL_ENDED_BATCH < ctl->n_ended_ids ? first + CTL_ENDED_BATCH - 1
+                                                              : ctl->n_ended_ids - 1;
+        if (r >= 0 && last >= first)
+                r = persist_load_ended(ctl->store, &ctl->model, ctl->ended_ids[first],
+                                       ctl->ended_ids[last], since);
+        if (r < 0) {
+                /* They stay in the store, served from there as retired jobs are. */
+                log_warning("loading the jobs over since %lld s: %s",
+                            (long long) (ctl->cfg.job_retention_ms / 1000),
+                            store_last_error(ctl->store));
+                last = ctl->n_ended_ids - 1;
+        }
+        ctl->next_ended_id = last + 1;
+        if (ctl->next_ended_id >= ctl->n_ended_ids) {
+                free(ctl->ended_ids);
+                ctl->ended_ids = NULL;
+                ctl->n_ended_ids = ctl->next_ended_id = ctl->cap_ended_ids = 0;
+                ctl->ended_pending = false;
+        }
+}
+
+/* Between turns, when nothing of a turn points at a job. */
+static void ctl_between_turns(Controller *ctl) {
+        ctl_retire_jobs(ctl);
+        ctl_load_ended_jobs(ctl);
+}
+
 int ctl_end_turn(Controller *ctl) {
         Turn *t = &ctl->turn;
         jobs_borrowed_release(ctl);
@@ -273,7 +340,7 @@ int ctl_end_turn(Controller *ctl) {
                 nodes_finish_drains(ctl);
         }
         if (!t->tx_open && !t->failed) {
-                ctl_retire_jobs(ctl);
+                ctl_between_turns(ctl);
                 return 0;
         }
         struct timespec start;
@@ -288,7 +355,7 @@ int ctl_end_turn(Controller *ctl) {
         histogram_observe(&ctl->db_commit, seconds_since(&start));
         t->tx_open = false;
         if (r >= 0) {
-                ctl_retire_jobs(ctl);
+                ctl_between_turns(ctl);
                 return 0;
         }
         if (store_rollback(ctl->store) < 0)

@@ -103,9 +103,8 @@ void model_user_job_ended(Model *m, const Job *job) {
         user_jobs_add(m, job_user(job), -1);
 }
 
-void model_job_add(Model *m, Job *job) {
-        GROW(m->jobs, m->n_jobs, m->cap_jobs);
-        m->jobs[m->n_jobs++] = job;
+/* What model_job_add and model_jobs_merge do for a job besides placing it in m->jobs. */
+static void job_index(Model *m, Job *job) {
         if (job->id >= m->next_job_id)
                 m->next_job_id = job->id + 1;
         if (job->idempotency_key) {
@@ -117,6 +116,30 @@ void model_job_add(Model *m, Job *job) {
                 model_active_add(m, job);
                 user_jobs_add(m, job_user(job), 1);
         }
+}
+
+void model_job_add(Model *m, Job *job) {
+        GROW(m->jobs, m->n_jobs, m->cap_jobs);
+        m->jobs[m->n_jobs++] = job;
+        job_index(m, job);
+}
+
+void model_jobs_merge(Model *m, Job **jobs, int n) {
+        if (m->n_jobs + n > m->cap_jobs) {
+                m->cap_jobs = m->n_jobs + n > 2 * m->cap_jobs ? m->n_jobs + n : 2 * m->cap_jobs;
+                m->jobs = xrealloc(m->jobs, (size_t) m->cap_jobs * sizeof(Job *));
+        }
+        /* From the back, so that each job moves once: O(jobs in memory) per batch. */
+        int from = m->n_jobs - 1, to = m->n_jobs + n - 1;
+        for (int k = n - 1; k >= 0; to--) {
+                if (from >= 0 && m->jobs[from]->id > jobs[k]->id)
+                        m->jobs[to] = m->jobs[from--];
+                else
+                        m->jobs[to] = jobs[k--];
+        }
+        m->n_jobs += n;
+        for (int k = 0; k < n; k++)
+                job_index(m, jobs[k]);
 }
 
 int model_jobs_retire(Model *m, int64_t before_ms) {

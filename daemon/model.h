@@ -276,6 +276,8 @@ Job *model_job_find(const Model *m, int64_t id);
 Node *model_node_find(const Model *m, const char *name);
 /* Adds a job (ids ascend) and indexes its idempotency key; active unless terminal. */
 void model_job_add(Model *m, Job *job);
+/* Adds n jobs, in ascending id order and none of them in m, among those m holds. */
+void model_jobs_merge(Model *m, Job **jobs, int n);
 /* How many of user's jobs have not ended: what max_jobs_per_user bounds. */
 int64_t model_user_jobs(const Model *m, const char *user);
 /* job, counted by model_job_add, just ended. */

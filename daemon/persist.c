@@ -595,7 +595,7 @@ Job *persist_load_job(Store *store, int64_t id) {
         Model tmp;
         model_init(&tmp);
         Job *job = NULL;
-        if (store_job_load(store, id, load_job, load_attempt, load_rank, &tmp) >= 0 &&
+        if (store_jobs_read(store, id, id, load_job, load_attempt, load_rank, &tmp) >= 0 &&
             tmp.n_jobs == 1) {
                 job = tmp.jobs[0];
                 tmp.n_jobs = 0; /* the caller's now */
@@ -604,4 +604,60 @@ Job *persist_load_job(Store *store, int64_t id) {
         if (job)
                 job->active = false;
         return job;
+}
+
+typedef struct EndedLoad {
+        Model read; /* the jobs taken: only they get attempts and ranks */
+        const Model *m;
+        int64_t since_ms;
+} EndedLoad;
+
+static int ended_job(void *ud, const StoreJob *sj) {
+        EndedLoad *l = ud;
+        if (!job_state_is_terminal(job_state_from_string(sj->state)) ||
+            sj->finished_ms < l->since_ms || model_job_find(l->m, sj->id))
+                return 0;
+        JsonError err;
+        JobSpec *spec = stored_spec_parse(sj->spec, &err);
+        if (!spec) {
+                /* It stays in the store, found no more than a retired job with it. */
+                log_bad_spec(sj->id, err.message);
+                return 0;
+        }
+        Job *job = job_from_row(sj);
+        job->spec = spec;
+        model_job_add(&l->read, job);
+        return 0;
+}
+
+static int ended_attempt(void *ud, const StoreAttempt *sa) {
+        return load_attempt(&((EndedLoad *) ud)->read, sa);
+}
+
+static int ended_rank(void *ud, const StoreRank *sr) {
+        return load_rank(&((EndedLoad *) ud)->read, sr);
+}
+
+int persist_load_ended(Store *store, Model *m, int64_t first_id, int64_t last_id,
+                       int64_t since_ms) {
+        EndedLoad l = {.m = m, .since_ms = since_ms};
+        model_init(&l.read);
+        int r = store_jobs_read(store, first_id, last_id, ended_job, ended_attempt, ended_rank, &l);
+        if (r >= 0) {
+                for (int i = 0; i < l.read.n_jobs; i++) {
+                        Job *job = l.read.jobs[i];
+                        job->active = false; /* over, holding nothing */
+                        for (int k = 0; k < job->n_ranks; k++) {
+                                Rank *rk = &job->ranks[k];
+                                Node *node =
+                                        rk->node_name ? model_node_find(m, rk->node_name) : NULL;
+                                rk->node_index = node ? node->index : -1;
+                        }
+                }
+                model_jobs_merge(m, l.read.jobs, l.read.n_jobs);
+                r = l.read.n_jobs;
+                l.read.n_jobs = 0; /* m's now */
+        }
+        model_clear(&l.read);
+        return r;
 }

@@ -280,7 +280,9 @@ static void wait_for_scheduler(Controller *ctl) {
         while (util_now_ms() - ctl->sched.last_pass_ms < ctl->sched_interval_ms);
 }
 
-static Controller *controller_with(const char *name, int64_t start_timeout_ms) {
+/* The controller of name's database (created if new), before its first turn. */
+static Controller *controller_open(const char *name, int64_t start_timeout_ms,
+                                   int64_t job_retention_ms) {
         char path[256];
         snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
         CtlConfig cfg = {.db_path = path,
@@ -290,10 +292,15 @@ static Controller *controller_with(const char *name, int64_t start_timeout_ms) {
                          .quarantine_after = 3,
                          .quarantine_window_ms = 600000,
                          .start_timeout_ms = start_timeout_ms,
-                         .job_retention_ms = 300000,
+                         .job_retention_ms = job_retention_ms,
                          .strict_transitions = true};
         Controller *ctl = NULL;
         CHECK(ctl_new(&cfg, &ctl) == 0);
+        return ctl;
+}
+
+static Controller *controller_with(const char *name, int64_t start_timeout_ms) {
+        Controller *ctl = controller_open(name, start_timeout_ms, 300000);
         CHECK(ctl_end_turn(ctl) == 0);
         return ctl;
 }
@@ -937,14 +944,7 @@ static void test_retired_jobs_stay_in_the_store(void) {
         ctl = controller("retire"); /* retention 300 s: the two cancelled ones just ended */
         CHECK(ctl_job_find(ctl, gone_id) != NULL);
         ctl_free(ctl);
-        char path[256];
-        snprintf(path, sizeof(path), "%s/retire.db", tmpdir);
-        CtlConfig cfg = {.db_path = path,
-                         .lease_ms = 10000,
-                         .grace_ms = 2000,
-                         .sync_period_ms = 1000,
-                         .job_retention_ms = 0};
-        CHECK(ctl_new(&cfg, &ctl) == 0);
+        ctl = controller_open("retire", 0, 0);
         CHECK(ctl_job_find(ctl, gone_id) == NULL && ctl_job_find(ctl, waiting_id) != NULL);
         int64_t missing[8] = {0};
         CHECK_INT(store_goodput_missing(ctl->store, collect_missing, missing), 0);
@@ -956,11 +956,13 @@ static void test_retired_jobs_stay_in_the_store(void) {
 
         /* A database from before the goodput table had no figures: the first start
          * writes those of its ended jobs, in memory or not. */
+        char path[256];
+        snprintf(path, sizeof(path), "%s/retire.db", tmpdir);
         sqlite3 *db;
         CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
         CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput", NULL, NULL, NULL), SQLITE_OK);
         sqlite3_close(db);
-        CHECK(ctl_new(&cfg, &ctl) == 0);
+        ctl = controller_open("retire", 0, 0);
         CHECK(ctl_job_find(ctl, gone_id) == NULL);
         CHECK_INT(store_goodput_missing(ctl->store, collect_missing, missing), 0);
         CHECK_INT(missing[0], 0);
@@ -1011,6 +1013,72 @@ static void test_many_jobs_load(void) {
         ctl = NULL;
         CHECK_INT(ctl_new(&cfg, &ctl), -EBADMSG);
         CHECK(ctl == NULL);
+}
+
+/* A start loads what is not over and serves; the jobs over within the retention time
+ * follow, a batch a turn once the fleet is back, in id order among those in memory and
+ * with their keys. Until then they are found, listed and deduplicated from the store,
+ * and one that ends in between is not loaded twice. */
+static void test_ended_jobs_load_after_the_start(void) {
+        Controller *ctl = controller("ended");
+        enum {
+                N = 600
+        }; /* more than two batches */
+        int64_t ids[N];
+        CtlError err = {0};
+        bool created = false;
+        for (int i = 0; i < N; i++) {
+                char key[16];
+                snprintf(key, sizeof(key), "k%d", i);
+                Job *job = NULL;
+                CHECK(ctl_job_submit(ctl, one_rank_spec("ann"), i % 3 ? NULL : key, &job, &created,
+                                     &err) == 0);
+                ids[i] = job->id;
+                if (i % 100 && ctl_job_cancel(ctl, job->id, &job, &err) < 0)
+                        CHECK(!"cancel");
+        }
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+
+        ctl = controller_open("ended", 0, 300000);
+        CHECK_INT(ctl->model.n_jobs, N / 100); /* the pending ones */
+        CHECK(ctl_job_find(ctl, ids[1]) == NULL);
+        Job *stored = ctl_job_lookup(ctl, ids[1]);
+        CHECK(stored && stored->state == JOB_CANCELLED);
+        int64_t listed[8] = {0};
+        ctl_jobs_foreach(ctl, ids[3], _JOB_STATE_INVALID, NULL, collect_id, listed);
+        CHECK(listed[0] == ids[2] && listed[1] == ids[1] && listed[2] == ids[0]);
+        Job *again = NULL;
+        CHECK(ctl_job_submit(ctl, one_rank_spec("ann"), "k3", &again, &created, &err) == 0);
+        CHECK(!created && again->id == ids[3]);
+        /* While agents reconnect, nothing more loads; the loop wakes when they may have. */
+        ctl->reconnecting = 1;
+        ctl->reconnect_until_ms = util_now_ms() + 60000;
+        ctl->next_file_check_ms = ctl->reconnect_until_ms; /* only what is asked is due */
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(ctl->model.n_jobs, N / 100);
+        CHECK(ctl_next_deadline_ms(ctl) > util_now_ms());
+        Job *late = NULL;
+        CHECK(ctl_job_cancel(ctl, ids[200], &late, &err) == 0);
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl->reconnecting = 0;
+        CHECK(ctl_next_deadline_ms(ctl) <= util_now_ms());
+        int turns = 0;
+        while (ctl->ended_pending && turns < 10) {
+                CHECK(ctl_end_turn(ctl) == 0);
+                turns++;
+        }
+        CHECK_INT(turns, 3);
+        CHECK_INT(ctl->model.n_jobs, N);
+        for (int i = 0; i < N; i++) {
+                CHECK(ctl->model.jobs[i]->id == ids[i]);
+                CHECK(ctl_job_find(ctl, ids[i]) == ctl->model.jobs[i]);
+                bool pending = i % 100 == 0 && i != 200;
+                CHECK(ctl->model.jobs[i]->state == (pending ? JOB_PENDING : JOB_CANCELLED));
+        }
+        CHECK(model_job_by_key(&ctl->model, "p", "k3") == ctl_job_find(ctl, ids[3]));
+        CHECK(ctl_next_deadline_ms(ctl) > util_now_ms());
+        ctl_free(ctl);
 }
 
 static int compare_kept_goodput(void *userdata, const StoreGoodput *sum) {
@@ -1271,6 +1339,7 @@ int main(void) {
         test_retired_jobs_stay_in_the_store();
         test_jobs_per_user_bounded();
         test_many_jobs_load();
+        test_ended_jobs_load_after_the_start();
         test_goodput_sums_kept();
         test_token_cache();
         test_rank_env();

@@ -684,22 +684,22 @@ int store_ranks_load(Store *store, int64_t retire_before_ms, StoreRankFn fn, voi
 }
 
 static const char *const job_load_sql[] = {
-        "SELECT " JOB_COLUMNS " FROM job WHERE id = ?",
-        "SELECT " ATTEMPT_COLUMNS " FROM attempt WHERE job = ? ORDER BY attempt",
-        "SELECT " LATEST_RANKS " WHERE r.job = ? ORDER BY r.rank",
+        "SELECT " JOB_COLUMNS " FROM job WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+        "SELECT " ATTEMPT_COLUMNS " FROM attempt WHERE job BETWEEN ?1 AND ?2 ORDER BY job, attempt",
+        "SELECT " LATEST_RANKS " WHERE r.job BETWEEN ?1 AND ?2 ORDER BY r.job, r.rank",
 };
 
-int store_job_load(Store *store, int64_t id, StoreJobFn job_fn, StoreAttemptFn attempt_fn,
-                   StoreRankFn rank_fn, void *userdata) {
+int store_jobs_read(Store *store, int64_t first_id, int64_t last_id, StoreJobFn job_fn,
+                    StoreAttemptFn attempt_fn, StoreRankFn rank_fn, void *userdata) {
         /* Run for every job read back after it left memory, so kept prepared. */
         const int slots[] = {STMT_JOB_ONE, STMT_JOB_ATTEMPTS, STMT_JOB_RANKS};
         StoreRowCb rows[] = {job_row, attempt_row, rank_row};
         void *const fns[] = {(void *) job_fn, (void *) attempt_fn, (void *) rank_fn};
-        StoreParam p[] = {STORE_INT(id)};
+        StoreParam p[] = {STORE_INT(first_id), STORE_INT(last_id)};
         for (size_t q = 0; q < ELEMENTSOF(slots); q++) {
                 LoadCtx ctx = {fns[q], userdata};
-                int r = store->backend->run(store->conn, slots[q], job_load_sql[q], p, 1, rows[q],
-                                            &ctx, NULL);
+                int r = store->backend->run(store->conn, slots[q], job_load_sql[q], p, N_PARAMS(p),
+                                            rows[q], &ctx, NULL);
                 if (r < 0)
                         return r;
         }
@@ -744,6 +744,13 @@ int store_jobs_list(Store *store, int64_t before, const char *state, const char 
                                    " AND (?2 IS NULL OR state = ?2)"
                                    " AND (?3 IS NULL OR project = ?3) ORDER BY id DESC",
                                    p, N_PARAMS(p), id_row, &ctx, NULL);
+}
+
+int store_jobs_finished_since(Store *store, int64_t since_ms, StoreIdFn fn, void *userdata) {
+        StoreParam p[] = {STORE_INT(since_ms)};
+        IdCtx ctx = {fn, userdata};
+        return run_once(store, "SELECT id FROM job WHERE finished_ms >= ?1 ORDER BY id", p,
+                        N_PARAMS(p), id_row, &ctx);
 }
 
 static int node_row(const StoreRow *row, void *p) {

@@ -184,9 +184,10 @@ int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata);
 /* Every job but those over before retire_before_ms (wall) with no rank that may still run:
  * those stay in the store only (axctld --job-retention-s). */
 int store_jobs_load(Store *store, int64_t retire_before_ms, StoreJobFn fn, void *userdata);
-/* One job with its attempts and the ranks of its latest attempt (nothing if none). */
-int store_job_load(Store *store, int64_t id, StoreJobFn job_fn, StoreAttemptFn attempt_fn,
-                   StoreRankFn rank_fn, void *userdata);
+/* The jobs first_id..last_id (those stored), then their attempts, then the ranks of
+ * their latest attempts; ids ascending in each. */
+int store_jobs_read(Store *store, int64_t first_id, int64_t last_id, StoreJobFn job_fn,
+                    StoreAttemptFn attempt_fn, StoreRankFn rank_fn, void *userdata);
 /* The id after the highest stored. */
 int store_job_next_id(Store *store, int64_t *ret_id);
 /* The job of project submitted with idempotency key, *ret_id 0 when none. */
@@ -196,6 +197,8 @@ int store_job_find_key(Store *store, const char *project, const char *key, int64
 typedef int (*StoreIdFn)(void *userdata, int64_t id);
 int store_jobs_list(Store *store, int64_t before, const char *state, const char *project,
                     StoreIdFn fn, void *userdata);
+/* The jobs with a finish time at or after since_ms, ids ascending. */
+int store_jobs_finished_since(Store *store, int64_t since_ms, StoreIdFn fn, void *userdata);
 /* The attempts of the jobs store_jobs_load loads for the same cutoff, and no others. */
 int store_attempts_load(Store *store, int64_t retire_before_ms, StoreAttemptFn fn, void *userdata);
 

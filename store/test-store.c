@@ -411,7 +411,7 @@ static void test_goodput(void) {
         CHECK_INT(ids[0], 1);
         CHECK_INT(ids[1], 4); /* ended, no figures; job 3 is running */
         int n = 0;
-        CHECK_INT(store_job_load(s, 4, ignore_job, check_attempt_records, ignore_rank, &n), 0);
+        CHECK_INT(store_jobs_read(s, 4, 4, ignore_job, check_attempt_records, ignore_rank, &n), 0);
         CHECK_INT(n, 1);
         s = store_close(s);
 }
