@@ -34,6 +34,7 @@ struct Controller {
          * (ctl_load_ended_jobs). Listed at the first batch; NULL once all are in. */
         int64_t *ended_ids;
         int n_ended_ids, cap_ended_ids, next_ended_id;
+        int64_t next_ended_ms; /* the next batch not before */
         bool ended_pending;
         TokenCache *tokens; /* identities read lately (tokencache.h) */
         Job **borrowed; /* jobs read from the store for this turn's requests (jobs.c) */

@@ -36,8 +36,10 @@
 /* How often an idle controller checks that its database file is still in place. */
 #define CTL_FILE_CHECK_MS 1000
 #define CTL_RETIRE_PERIOD_MS 1000
-/* Jobs over within the retention time loaded after a start, per turn: a few ms each. */
-#define CTL_ENDED_BATCH 256
+/* Jobs over within the retention time loaded after a start: a batch of about 3 ms at
+ * most every period, a tenth of the loop, and none while the restart's wave is answered. */
+#define CTL_ENDED_BATCH 128
+#define CTL_ENDED_PERIOD_MS 25
 
 int ctl_new(const CtlConfig *config, Controller **ret) {
         Store *store = NULL;
@@ -143,9 +145,11 @@ void ctl_serving_starts(Controller *ctl) {
         ctl->reconnect_until_ms = now + ctl->cfg.lease_ms / 2;
 }
 
-/* After a restart, not before the fleet is back or half a lease has passed. */
-static bool fleet_back(const Controller *ctl, int64_t now) {
-        return ctl->reconnecting == 0 || now >= ctl->reconnect_until_ms;
+/* When the next batch of jobs over may load: half a lease after serving starts, when
+ * the reconnecting fleet has been answered, and a period after the last batch. */
+static int64_t ended_due_ms(const Controller *ctl) {
+        return ctl->reconnect_until_ms > ctl->next_ended_ms ? ctl->reconnect_until_ms
+                                                            : ctl->next_ended_ms;
 }
 
 int64_t ctl_next_deadline_ms(Controller *ctl) {
@@ -153,10 +157,8 @@ int64_t ctl_next_deadline_ms(Controller *ctl) {
         int64_t next = now + 1000;
         if (ctl_failure(ctl))
                 return next; /* stopping: nothing is due */
-        if (ctl->ended_pending) /* at once when the fleet is back */
-                next = fleet_back(ctl, now)             ? now
-                       : ctl->reconnect_until_ms < next ? ctl->reconnect_until_ms
-                                                        : next;
+        if (ctl->ended_pending && ended_due_ms(ctl) < next)
+                next = ended_due_ms(ctl);
         Node *oldest = model_lease_oldest(&ctl->model);
         if (oldest) {
                 int64_t t = oldest->last_sync_mono + ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1;
@@ -232,7 +234,7 @@ static void ctl_schedule(Controller *ctl) {
                 return;
         /* A restarted controller answers its reconnecting fleet before it schedules:
          * passes (an eighth of the loop) would delay agents towards their lease's end. */
-        if (!fleet_back(ctl, now))
+        if (ctl->reconnecting > 0 && now < ctl->reconnect_until_ms)
                 return;
         struct timespec start;
         clock_gettime(CLOCK_MONOTONIC, &start);
@@ -289,14 +291,16 @@ static int collect_ended_id(void *userdata, int64_t id) {
 /*
  * A start loads what is not over, and serves; the jobs over within the retention time
  * (100,000 cancelled at once made a restart take a second more, and the fleet's agents
- * fence) follow between turns once the fleet is back, CTL_ENDED_BATCH at a time.
+ * fence) follow between turns once the reconnecting fleet has been answered,
+ * CTL_ENDED_BATCH every CTL_ENDED_PERIOD_MS.
  * Until then they are read from the store as retired ones are: found, listed,
  * deduplicated.
  */
 static void ctl_load_ended_jobs(Controller *ctl) {
-        if (!ctl->ended_pending || ctl->turn.tx_open || ctl_failure(ctl) ||
-            !fleet_back(ctl, util_now_ms()))
+        int64_t now = util_now_ms();
+        if (!ctl->ended_pending || ctl->turn.tx_open || ctl_failure(ctl) || now < ended_due_ms(ctl))
                 return;
+        ctl->next_ended_ms = now + CTL_ENDED_PERIOD_MS;
         int64_t since = util_wall_ms() - ctl->cfg.job_retention_ms;
         int r = 0;
         if (!ctl->ended_ids)

@@ -1052,7 +1052,6 @@ static void test_ended_jobs_load_after_the_start(void) {
         CHECK(ctl_job_submit(ctl, one_rank_spec("ann"), "k3", &again, &created, &err) == 0);
         CHECK(!created && again->id == ids[3]);
         /* While agents reconnect, nothing more loads; the loop wakes when they may have. */
-        ctl->reconnecting = 1;
         ctl->reconnect_until_ms = util_now_ms() + 60000;
         ctl->next_file_check_ms = ctl->reconnect_until_ms; /* only what is asked is due */
         CHECK(ctl_end_turn(ctl) == 0);
@@ -1061,14 +1060,21 @@ static void test_ended_jobs_load_after_the_start(void) {
         Job *late = NULL;
         CHECK(ctl_job_cancel(ctl, ids[200], &late, &err) == 0);
         CHECK(ctl_end_turn(ctl) == 0);
-        ctl->reconnecting = 0;
+        ctl->reconnect_until_ms = 0;
         CHECK(ctl_next_deadline_ms(ctl) <= util_now_ms());
-        int turns = 0;
-        while (ctl->ended_pending && turns < 10) {
+        int batches = 0;
+        while (ctl->ended_pending && batches < 100) {
+                int before = ctl->model.n_jobs;
                 CHECK(ctl_end_turn(ctl) == 0);
-                turns++;
+                batches++;
+                int loaded = ctl->model.n_jobs;
+                CHECK(loaded > before || !ctl->ended_pending);
+                CHECK(ctl_end_turn(ctl) == 0); /* no second batch in the same period */
+                CHECK_INT(ctl->model.n_jobs, loaded);
+                while (ctl->ended_pending && util_now_ms() < ctl->next_ended_ms)
+                        usleep(1000);
         }
-        CHECK_INT(turns, 3);
+        CHECK_INT(batches, 5); /* 128 a batch, one per period */
         CHECK_INT(ctl->model.n_jobs, N);
         for (int i = 0; i < N; i++) {
                 CHECK(ctl->model.jobs[i]->id == ids[i]);
