@@ -319,7 +319,7 @@ int ctl_goodput_stored_load(Store *store, Model *m) {
                 for (int i = 0; !job->goodput_saved && i < job->n_attempts; i++)
                         model_rate_count(&m->rate, job, &job->attempts[i], 1);
         }
-        return store_goodput_sum(store, NULL, 0, stored_seed, m);
+        return store_goodput_totals(store, stored_seed, m);
 }
 
 /* A job's own rate is trusted from this many interruptions on; before, the fleet's. */

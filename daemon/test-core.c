@@ -960,7 +960,9 @@ static void test_retired_jobs_stay_in_the_store(void) {
         snprintf(path, sizeof(path), "%s/retire.db", tmpdir);
         sqlite3 *db;
         CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-        CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput", NULL, NULL, NULL), SQLITE_OK);
+        CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput; DELETE FROM goodput_total", NULL, NULL,
+                               NULL),
+                  SQLITE_OK);
         sqlite3_close(db);
         ctl = controller_open("retire", 0, 0);
         CHECK(ctl_job_find(ctl, gone_id) == NULL);
@@ -1148,7 +1150,9 @@ static void test_goodput_sums_kept(void) {
         snprintf(path, sizeof(path), "%s/kept.db", tmpdir);
         sqlite3 *db;
         CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-        CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput", NULL, NULL, NULL), SQLITE_OK);
+        CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput; DELETE FROM goodput_total", NULL, NULL,
+                               NULL),
+                  SQLITE_OK);
         sqlite3_close(db);
         ctl = controller("kept");
         check_kept_goodput(ctl, 2, 3);

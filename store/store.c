@@ -14,6 +14,28 @@
 #include "backend.h"
 #include "util.h"
 
+/* job_goodput's bucket columns, in store.h's (and health/goodput.h's) order. */
+#define GOODPUT_BUCKET_COLUMNS                                                            \
+        "productive_ms, queueing_ms, startup_ms, lost_work_ms, detection_ms, restart_ms," \
+        " hang_ms, preemption_ms, checkpoint_ms"
+/* A project's sums over job_goodput's rows, columns as goodput_total's: jobs counted,
+ * accelerator-ms per bucket, interruptions, rank-ms. */
+#define GOODPUT_SUMS                                                                 \
+        "SELECT project, SUM(CASE WHEN finished_ms > created_ms THEN 1 ELSE 0 END)," \
+        " SUM(productive_ms * accelerators), SUM(queueing_ms * accelerators),"       \
+        " SUM(startup_ms * accelerators), SUM(lost_work_ms * accelerators),"         \
+        " SUM(detection_ms * accelerators), SUM(restart_ms * accelerators),"         \
+        " SUM(hang_ms * accelerators), SUM(preemption_ms * accelerators),"           \
+        " SUM(checkpoint_ms * accelerators), SUM(interruptions), SUM(rank_ms)"
+
+/* The figures' columns closing job_goodput's and goodput_total's definitions. */
+#define GOODPUT_FIGURE_DEFS                                                 \
+        "  productive_ms INTEGER NOT NULL, queueing_ms INTEGER NOT NULL,"   \
+        "  startup_ms INTEGER NOT NULL, lost_work_ms INTEGER NOT NULL,"     \
+        "  detection_ms INTEGER NOT NULL, restart_ms INTEGER NOT NULL,"     \
+        "  hang_ms INTEGER NOT NULL, preemption_ms INTEGER NOT NULL,"       \
+        "  checkpoint_ms INTEGER NOT NULL, interruptions INTEGER NOT NULL," \
+        "  rank_ms INTEGER NOT NULL);"
 /* Migrations run in order; the database remembers how many it has applied. */
 static const char *const migrations[] = {
         /* 1: the data model of DESIGN.md §3 */
@@ -93,13 +115,7 @@ static const char *const migrations[] = {
          * and projects' figures are sums here rather than every job's timeline */
         "CREATE TABLE job_goodput ("
         "  job INTEGER PRIMARY KEY, project TEXT NOT NULL, created_ms INTEGER NOT NULL,"
-        "  finished_ms INTEGER NOT NULL, accelerators INTEGER NOT NULL,"
-        "  productive_ms INTEGER NOT NULL, queueing_ms INTEGER NOT NULL,"
-        "  startup_ms INTEGER NOT NULL, lost_work_ms INTEGER NOT NULL,"
-        "  detection_ms INTEGER NOT NULL, restart_ms INTEGER NOT NULL,"
-        "  hang_ms INTEGER NOT NULL, preemption_ms INTEGER NOT NULL,"
-        "  checkpoint_ms INTEGER NOT NULL, interruptions INTEGER NOT NULL,"
-        "  rank_ms INTEGER NOT NULL);"
+        "  finished_ms INTEGER NOT NULL, accelerators INTEGER NOT NULL," GOODPUT_FIGURE_DEFS
         "CREATE INDEX job_goodput_created ON job_goodput(created_ms);",
         /* 9: leadership among controllers sharing the database: one row, whose token
          * fences a deposed leader's writes (store_lead) */
@@ -113,12 +129,13 @@ static const char *const migrations[] = {
         /* 11: what a start loads without reading every stored job (store_jobs_load) */
         "CREATE INDEX job_finished ON job(finished_ms);"
         "CREATE INDEX rank_alive ON rank(job) WHERE alive = 1;",
+        /* 12: each project's goodput sums, kept as figures are written: a start read
+         * them by summing every ended job's, which grew with the history */
+        "CREATE TABLE goodput_total ("
+        "  project TEXT PRIMARY KEY, jobs INTEGER NOT NULL," GOODPUT_FIGURE_DEFS
+        "INSERT INTO goodput_total (project, jobs, " GOODPUT_BUCKET_COLUMNS
+        ", interruptions, rank_ms) " GOODPUT_SUMS " FROM job_goodput GROUP BY project;",
 };
-
-/* job_goodput's bucket columns, in store.h's (and health/goodput.h's) order. */
-#define GOODPUT_BUCKET_COLUMNS                                                            \
-        "productive_ms, queueing_ms, startup_ms, lost_work_ms, detection_ms, restart_ms," \
-        " hang_ms, preemption_ms, checkpoint_ms"
 
 enum {
         STMT_JOB_PUT,
@@ -136,6 +153,7 @@ enum {
         STMT_TOKEN_REVOKE,
         STMT_TOKEN_STAMP,
         STMT_GOODPUT_PUT,
+        STMT_GOODPUT_TOTAL_ADD,
         STMT_JOB_FIND_KEY,
         STMT_JOBS_LIST,
         STMT_JOB_ONE,
@@ -220,18 +238,32 @@ static const char *const statement_sql[_STMT_MAX] = {
          * looks changes them whatever the clocks of the hosts that ran `axctld token`. */
         [STMT_TOKEN_STAMP] = "SELECT count(*), count(revoked_ms), coalesce(sum(created_ms), 0),"
                              " coalesce(sum(revoked_ms), 0) FROM token",
-        [STMT_GOODPUT_PUT] =
-                "INSERT INTO job_goodput (job, project, created_ms, finished_ms, accelerators,"
-                " " GOODPUT_BUCKET_COLUMNS ", interruptions, rank_ms)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(job) DO UPDATE SET"
-                " project=excluded.project, created_ms=excluded.created_ms,"
-                " finished_ms=excluded.finished_ms, accelerators=excluded.accelerators,"
-                " productive_ms=excluded.productive_ms, queueing_ms=excluded.queueing_ms,"
-                " startup_ms=excluded.startup_ms, lost_work_ms=excluded.lost_work_ms,"
-                " detection_ms=excluded.detection_ms, restart_ms=excluded.restart_ms,"
-                " hang_ms=excluded.hang_ms, preemption_ms=excluded.preemption_ms,"
-                " checkpoint_ms=excluded.checkpoint_ms, interruptions=excluded.interruptions,"
-                " rank_ms=excluded.rank_ms",
+        /* An ended job's figures are final: written once, and added to its project's
+         * sums (goodput_total) the one time they are (STMT_GOODPUT_TOTAL_ADD first). */
+        [STMT_GOODPUT_PUT] = "INSERT INTO job_goodput (job, project, created_ms, finished_ms,"
+                             " accelerators, " GOODPUT_BUCKET_COLUMNS ", interruptions, rank_ms)"
+                             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+                             " ON CONFLICT(job) DO NOTHING",
+        [STMT_GOODPUT_TOTAL_ADD] =
+                "INSERT INTO goodput_total (project, jobs, " GOODPUT_BUCKET_COLUMNS
+                ", interruptions, rank_ms) SELECT CAST(?2 AS TEXT), CAST(?3 AS INTEGER),"
+                " CAST(?4 AS INTEGER), CAST(?5 AS INTEGER), CAST(?6 AS INTEGER),"
+                " CAST(?7 AS INTEGER), CAST(?8 AS INTEGER), CAST(?9 AS INTEGER),"
+                " CAST(?10 AS INTEGER), CAST(?11 AS INTEGER), CAST(?12 AS INTEGER),"
+                " CAST(?13 AS INTEGER), CAST(?14 AS INTEGER)"
+                " WHERE NOT EXISTS (SELECT 1 FROM job_goodput WHERE job = ?1)"
+                " ON CONFLICT(project) DO UPDATE SET jobs = goodput_total.jobs + excluded.jobs,"
+                " productive_ms = goodput_total.productive_ms + excluded.productive_ms,"
+                " queueing_ms = goodput_total.queueing_ms + excluded.queueing_ms,"
+                " startup_ms = goodput_total.startup_ms + excluded.startup_ms,"
+                " lost_work_ms = goodput_total.lost_work_ms + excluded.lost_work_ms,"
+                " detection_ms = goodput_total.detection_ms + excluded.detection_ms,"
+                " restart_ms = goodput_total.restart_ms + excluded.restart_ms,"
+                " hang_ms = goodput_total.hang_ms + excluded.hang_ms,"
+                " preemption_ms = goodput_total.preemption_ms + excluded.preemption_ms,"
+                " checkpoint_ms = goodput_total.checkpoint_ms + excluded.checkpoint_ms,"
+                " interruptions = goodput_total.interruptions + excluded.interruptions,"
+                " rank_ms = goodput_total.rank_ms + excluded.rank_ms",
 };
 
 /* The backends, tried in order: the first that claims the target opens it. */
@@ -872,6 +904,17 @@ int store_tokens_list(Store *store, StoreTokenFn fn, void *userdata) {
 }
 
 int store_goodput_put(Store *store, const StoreGoodput *g) {
+        StoreParam total[3 + STORE_GOODPUT_BUCKETS + 2] = {
+                STORE_INT(g->job), STORE_TEXT(g->project),
+                STORE_INT(g->finished_ms > g->created_ms), /* as GOODPUT_SUMS counts jobs */
+        };
+        for (int b = 0; b < STORE_GOODPUT_BUCKETS; b++)
+                total[3 + b] = STORE_INT(g->ms[b] * g->accelerators);
+        total[3 + STORE_GOODPUT_BUCKETS] = STORE_INT(g->interruptions);
+        total[4 + STORE_GOODPUT_BUCKETS] = STORE_INT(g->rank_ms);
+        int r = run(store, STMT_GOODPUT_TOTAL_ADD, total, N_PARAMS(total), NULL, NULL);
+        if (r < 0)
+                return r;
         StoreParam p[7 + STORE_GOODPUT_BUCKETS] = {
                 STORE_INT(g->job),         STORE_TEXT(g->project),     STORE_INT(g->created_ms),
                 STORE_INT(g->finished_ms), STORE_INT(g->accelerators),
@@ -908,19 +951,34 @@ static int goodput_query(Store *store, const char *sql, const char *project, int
         return run_once(store, sql, p, N_PARAMS(p), goodput_row, &ctx);
 }
 
+/* Rows of GOODPUT_SUMS's shape: a project's sums, weighted (accelerators 1, job 0). */
+static int goodput_sum_row(const StoreRow *row, void *p) {
+        LoadCtx *ctx = p;
+        StoreGoodput g = {.project = col_text(row, 0), .jobs = col_int(row, 1), .accelerators = 1};
+        for (int b = 0; b < STORE_GOODPUT_BUCKETS; b++)
+                g.ms[b] = col_int(row, 2 + b);
+        g.interruptions = col_int(row, 2 + STORE_GOODPUT_BUCKETS);
+        g.rank_ms = col_int(row, 3 + STORE_GOODPUT_BUCKETS);
+        return ((StoreGoodputFn) ctx->fn)(ctx->userdata, &g);
+}
+
 int store_goodput_sum(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
                       void *userdata) {
-        return goodput_query(store,
-                             "SELECT project, 0,"
-                             " SUM(CASE WHEN finished_ms > created_ms THEN 1 ELSE 0 END), 0, 0, 1,"
-                             " SUM(productive_ms * accelerators), SUM(queueing_ms * accelerators),"
-                             " SUM(startup_ms * accelerators), SUM(lost_work_ms * accelerators),"
-                             " SUM(detection_ms * accelerators), SUM(restart_ms * accelerators),"
-                             " SUM(hang_ms * accelerators), SUM(preemption_ms * accelerators),"
-                             " SUM(checkpoint_ms * accelerators), SUM(interruptions), SUM(rank_ms)"
-                             " FROM job_goodput WHERE created_ms >= ?1"
-                             " AND (?2 IS NULL OR project = ?2) GROUP BY project ORDER BY project",
-                             project, since_ms, fn, userdata);
+        StoreParam p[] = {STORE_INT(since_ms), STORE_TEXT(project)};
+        LoadCtx ctx = {(void *) fn, userdata};
+        return run_once(store,
+                        GOODPUT_SUMS " FROM job_goodput WHERE created_ms >= ?1"
+                                     " AND (?2 IS NULL OR project = ?2) GROUP BY project"
+                                     " ORDER BY project",
+                        p, N_PARAMS(p), goodput_sum_row, &ctx);
+}
+
+int store_goodput_totals(Store *store, StoreGoodputFn fn, void *userdata) {
+        LoadCtx ctx = {(void *) fn, userdata};
+        return run_once(store,
+                        "SELECT project, jobs, " GOODPUT_BUCKET_COLUMNS ", interruptions, rank_ms"
+                        " FROM goodput_total ORDER BY project",
+                        NULL, 0, goodput_sum_row, &ctx);
 }
 
 int store_goodput_straddling(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,

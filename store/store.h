@@ -208,11 +208,15 @@ int store_attempts_load(Store *store, int64_t retire_before_ms, StoreAttemptFn f
  * before since_ms and ended after it, whose share of the window only its timeline
  * tells. */
 typedef int (*StoreGoodputFn)(void *userdata, const StoreGoodput *g);
+/* A job's figures are final: a second put of the same job changes nothing. */
 int store_goodput_put(Store *store, const StoreGoodput *g);
 int store_goodput_sum(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
                       void *userdata);
 int store_goodput_straddling(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
                              void *userdata);
+/* Each project's sums over every ended job's figures (store_goodput_sum's since 0),
+ * kept as figures are written rather than summed. */
+int store_goodput_totals(Store *store, StoreGoodputFn fn, void *userdata);
 /* Ended jobs without goodput figures: those a database before migration 8 holds. */
 int store_goodput_missing(Store *store, StoreIdFn fn, void *userdata);
 /* The ranks of those jobs' latest attempts (store_attempts_load). */

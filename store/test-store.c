@@ -392,6 +392,27 @@ static void test_goodput(void) {
         GoodputSeen seen = {0};
         CHECK_INT(store_goodput_sum(s, NULL, 0, collect_goodput, &seen), 0);
         CHECK_STR(seen.text, "p:0:2:p26000:q8000:i1:r8000 q:0:1:p0:q200:i0:r0 ");
+        /* The totals kept as figures were written say the same; figures are final. */
+        CHECK_INT(store_begin(s), 0);
+        StoreGoodput a_again = a;
+        a_again.ms[0] = 1;
+        CHECK_INT(store_goodput_put(s, &a_again), 0);
+        CHECK_INT(store_commit(s), 0);
+        seen = (GoodputSeen){0};
+        CHECK_INT(store_goodput_totals(s, collect_goodput, &seen), 0);
+        CHECK_STR(seen.text, "p:0:2:p26000:q8000:i1:r8000 q:0:1:p0:q200:i0:r0 ");
+        seen = (GoodputSeen){0};
+        CHECK_INT(store_goodput_sum(s, NULL, 0, collect_goodput, &seen), 0);
+        CHECK_STR(seen.text, "p:0:2:p26000:q8000:i1:r8000 q:0:1:p0:q200:i0:r0 ");
+        /* A database from before the totals gets them from its figures. */
+        s = store_close(s);
+        free(raw_sql(path, "DROP TABLE goodput_total"));
+        free(raw_sql(path, pg_url ? "UPDATE schema_version SET version = 11"
+                                  : "PRAGMA user_version = 11"));
+        CHECK_INT(store_open(path, &s), 0);
+        seen = (GoodputSeen){0};
+        CHECK_INT(store_goodput_totals(s, collect_goodput, &seen), 0);
+        CHECK_STR(seen.text, "p:0:2:p26000:q8000:i1:r8000 q:0:1:p0:q200:i0:r0 ");
         seen = (GoodputSeen){0};
         CHECK_INT(store_goodput_sum(s, "q", 0, collect_goodput, &seen), 0);
         CHECK_STR(seen.text, "q:0:1:p0:q200:i0:r0 ");
@@ -778,7 +799,7 @@ static void test_concurrent_migration(void) {
                 CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         }
         _cleanup_free_ char *version = raw_sql(target, "SELECT version FROM schema_version");
-        CHECK_STR(version, "11\n");
+        CHECK_STR(version, "12\n");
 }
 
 /* The token table's stamp changes with every create and revoke, also a revoke and a
