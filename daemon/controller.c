@@ -39,6 +39,7 @@
 /* Jobs over within the retention time loaded after a start: a batch of about 3 ms at
  * most every period, a tenth of the loop, and none while the restart's wave is answered. */
 #define CTL_ENDED_BATCH 128
+#define CTL_ENDED_SPAN 512 /* ids from a batch's first to its last */
 #define CTL_ENDED_PERIOD_MS 25
 
 int ctl_new(const CtlConfig *config, Controller **ret) {
@@ -305,10 +306,14 @@ static void ctl_load_ended_jobs(Controller *ctl) {
         int r = 0;
         if (!ctl->ended_ids)
                 r = store_jobs_finished_since(ctl->store, since, collect_ended_id, ctl);
-        int first = ctl->next_ended_id;
-        int last = first + CTL_ENDED_BATCH < ctl->n_ended_ids ? first + CTL_ENDED_BATCH - 1
-                                                              : ctl->n_ended_ids - 1;
-        if (r >= 0 && last >= first)
+        /* A batch reads every stored job between its first id and its last (and their
+         * ranks), those in memory or retired long ago too: its span is bounded as well
+         * as its count, so a sparse list costs more batches, never a longer one. */
+        int first = ctl->next_ended_id, last = first;
+        while (last + 1 < ctl->n_ended_ids && last + 1 - first < CTL_ENDED_BATCH &&
+               ctl->ended_ids[last + 1] - ctl->ended_ids[first] < CTL_ENDED_SPAN)
+                last++;
+        if (r >= 0 && first < ctl->n_ended_ids)
                 r = persist_load_ended(ctl->store, &ctl->model, ctl->ended_ids[first],
                                        ctl->ended_ids[last], since);
         if (r < 0) {

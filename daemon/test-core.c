@@ -309,6 +309,17 @@ static Controller *controller(const char *name) {
         return controller_with(name, 0);
 }
 
+/* Runs sql on name's database outside the controller, as an operator or an older
+ * axctld would. */
+static void sql_on(const char *name, const char *sql) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
+        sqlite3 *db;
+        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
+        CHECK_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+}
+
 static Node *node_register(Controller *ctl, const char *name) {
         json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
         WireRegister msg = {.node = name,
@@ -813,14 +824,7 @@ static void test_restart_keeps_nodes(void) {
         CHECK(ctl_end_turn(ctl) == 0);
         ctl_free(ctl);
         /* A stored inventory that does not parse counts as none. */
-        char path[256];
-        snprintf(path, sizeof(path), "%s/resume.db", tmpdir);
-        sqlite3 *db;
-        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-        CHECK_INT(sqlite3_exec(db, "UPDATE node SET inventory = '{\"cpus\": 9' WHERE name = 'n3'",
-                               NULL, NULL, NULL),
-                  SQLITE_OK);
-        sqlite3_close(db);
+        sql_on("resume", "UPDATE node SET inventory = '{\"cpus\": 9' WHERE name = 'n3'");
         ctl = controller("resume");
         n3 = ctl_node_find(ctl, "n3");
         CHECK(n3->cpus == 0 && n3->n_devices == 0);
@@ -956,14 +960,7 @@ static void test_retired_jobs_stay_in_the_store(void) {
 
         /* A database from before the goodput table had no figures: the first start
          * writes those of its ended jobs, in memory or not. */
-        char path[256];
-        snprintf(path, sizeof(path), "%s/retire.db", tmpdir);
-        sqlite3 *db;
-        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-        CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput; DELETE FROM goodput_total", NULL, NULL,
-                               NULL),
-                  SQLITE_OK);
-        sqlite3_close(db);
+        sql_on("retire", "DELETE FROM job_goodput; DELETE FROM goodput_total");
         ctl = controller_open("retire", 0, 0);
         CHECK(ctl_job_find(ctl, gone_id) == NULL);
         CHECK_INT(store_goodput_missing(ctl->store, collect_missing, missing), 0);
@@ -1000,13 +997,9 @@ static void test_many_jobs_load(void) {
 
         char path[256];
         snprintf(path, sizeof(path), "%s/many.db", tmpdir);
-        sqlite3 *db;
-        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-        char *sql = sqlite3_mprintf("UPDATE job SET spec = '{\"ranks\": 1' WHERE id = %lld",
-                                    (long long) (first + 250));
-        CHECK_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-        sqlite3_free(sql);
-        sqlite3_close(db);
+        _cleanup_free_ char *bad = xasprintf(
+                "UPDATE job SET spec = '{\"ranks\": 1' WHERE id = %lld", (long long) (first + 250));
+        sql_on("many", bad);
         CtlConfig cfg = {.db_path = path,
                          .lease_ms = 10000,
                          .grace_ms = 2000,
@@ -1089,6 +1082,41 @@ static void test_ended_jobs_load_after_the_start(void) {
         ctl_free(ctl);
 }
 
+/* A batch of jobs over spans few ids however sparse they are: the jobs between, retired
+ * long ago, are read with it and passed over. */
+static void test_ended_jobs_load_in_short_spans(void) {
+        Controller *ctl = controller("sparse");
+        enum {
+                N = 600
+        };
+        int64_t ids[N];
+        CtlError err = {0};
+        for (int i = 0; i < N; i++) {
+                Job *job = submit(ctl, "ann", 1);
+                ids[i] = job->id;
+                CHECK(ctl_job_cancel(ctl, ids[i], &job, &err) == 0);
+        }
+        CHECK(ctl_end_turn(ctl) == 0);
+        ctl_free(ctl);
+        _cleanup_free_ char *aged =
+                xasprintf("UPDATE job SET finished_ms = 1 WHERE id BETWEEN %lld AND %lld",
+                          (long long) ids[10], (long long) ids[N - 11]);
+        sql_on("sparse", aged);
+
+        ctl = controller_open("sparse", 0, 300000);
+        CHECK_INT(ctl->model.n_jobs, 0);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(ctl->model.n_jobs, 10); /* the first ten: the last ten are 580 ids on */
+        CHECK(ctl->ended_pending);
+        while (util_now_ms() < ctl->next_ended_ms)
+                usleep(1000);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(ctl->model.n_jobs, 20);
+        CHECK(!ctl->ended_pending);
+        CHECK(ctl->model.jobs[9]->id == ids[9] && ctl->model.jobs[10]->id == ids[N - 10]);
+        ctl_free(ctl);
+}
+
 static int compare_kept_goodput(void *userdata, const StoreGoodput *sum) {
         Model *m = userdata;
         const ProjectGoodput *g = strmap_get(m->stored_goodput_index, sum->project);
@@ -1146,14 +1174,7 @@ static void test_goodput_sums_kept(void) {
         CHECK(ctl_job_find(ctl, ids[0]) == NULL);
         check_kept_goodput(ctl, 2, 3);
         ctl_free(ctl);
-        char path[256];
-        snprintf(path, sizeof(path), "%s/kept.db", tmpdir);
-        sqlite3 *db;
-        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-        CHECK_INT(sqlite3_exec(db, "DELETE FROM job_goodput; DELETE FROM goodput_total", NULL, NULL,
-                               NULL),
-                  SQLITE_OK);
-        sqlite3_close(db);
+        sql_on("kept", "DELETE FROM job_goodput; DELETE FROM goodput_total");
         ctl = controller("kept");
         check_kept_goodput(ctl, 2, 3);
         ctl_free(ctl);
@@ -1350,6 +1371,7 @@ int main(void) {
         test_jobs_per_user_bounded();
         test_many_jobs_load();
         test_ended_jobs_load_after_the_start();
+        test_ended_jobs_load_in_short_spans();
         test_goodput_sums_kept();
         test_token_cache();
         test_rank_env();
