@@ -870,9 +870,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("http: %s", buf);
 }
 
-int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
+int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
         Api *api = xcalloc(1, sizeof(Api));
-        api->ctl = ctl;
         api->auth = opts->auth;
         api->role = opts->role;
         api->streams_per_user = opts->log_streams_per_user > 0 ? opts->log_streams_per_user
@@ -934,6 +933,10 @@ int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret) {
         }
         *ret = api;
         return 0;
+}
+
+void api_serve(Api *api, Controller *ctl) {
+        api->ctl = ctl;
 }
 
 void api_adopt_connection(void *userdata, int fd, const struct sockaddr *addr, socklen_t len) {

@@ -25,8 +25,11 @@ typedef struct ApiOptions {
 
 #define API_DEFAULT_LOG_STREAMS_PER_USER 8
 
-/* Serves on listen_fd (already bound and listening; the Api owns it). 0 or -errno. */
-int api_new(Controller *ctl, int listen_fd, const ApiOptions *opts, Api **ret);
+/* Serves on listen_fd (already bound and listening; the Api owns it) once api_serve
+ * names the controller: connections may be adopted before. 0 or -errno. */
+int api_new(int listen_fd, const ApiOptions *opts, Api **ret);
+/* The controller whose requests the Api answers, once its state is loaded. */
+void api_serve(Api *api, Controller *ctl);
 /* Serves a connection accepted elsewhere (early-accept.h); owns fd, closes it on failure. */
 void api_adopt_connection(void *api, int fd, const struct sockaddr *addr, socklen_t len);
 Api *api_free(Api *api);

@@ -12,17 +12,12 @@
 #include "log.h"
 #include "util.h"
 
-typedef struct Accepted {
-        int fd;
-        struct sockaddr_storage addr;
-        socklen_t len;
-} Accepted;
-
 struct EarlyAccept {
         int listen_fd, stop_fd, max;
+        EarlyAcceptFn fn;
+        void *userdata;
         pthread_t thread;
-        Accepted *conns; /* the thread's until joined */
-        int n_conns, cap_conns;
+        int n_conns; /* the thread's until joined */
 };
 
 static void *accept_loop(void *p) {
@@ -35,17 +30,17 @@ static void *accept_loop(void *p) {
                 if (fds[1].revents)
                         break;
                 for (;;) {
-                        GROW(ea->conns, ea->n_conns, ea->cap_conns);
-                        Accepted *a = &ea->conns[ea->n_conns];
-                        a->len = sizeof(a->addr);
-                        a->fd = accept4(ea->listen_fd, (struct sockaddr *) &a->addr, &a->len,
-                                        SOCK_NONBLOCK | SOCK_CLOEXEC);
-                        if (a->fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+                        struct sockaddr_storage addr;
+                        socklen_t len = sizeof(addr);
+                        int fd = accept4(ea->listen_fd, (struct sockaddr *) &addr, &len,
+                                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+                        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
                                 continue;
-                        if (a->fd < 0 && errno == EAGAIN)
+                        if (fd < 0 && errno == EAGAIN)
                                 break;
-                        if (a->fd < 0)
+                        if (fd < 0)
                                 return NULL; /* out of descriptors: the rest wait in the backlog */
+                        ea->fn(ea->userdata, fd, (struct sockaddr *) &addr, len);
                         if (++ea->n_conns >= ea->max)
                                 break;
                 }
@@ -53,10 +48,13 @@ static void *accept_loop(void *p) {
         return NULL;
 }
 
-int early_accept_start(int listen_fd, int max, EarlyAccept **ret) {
+int early_accept_start(int listen_fd, int max, EarlyAcceptFn fn, void *userdata,
+                       EarlyAccept **ret) {
         EarlyAccept *ea = xcalloc(1, sizeof(EarlyAccept));
         ea->listen_fd = listen_fd;
         ea->max = max;
+        ea->fn = fn;
+        ea->userdata = userdata;
         ea->stop_fd = eventfd(0, EFD_CLOEXEC);
         if (ea->stop_fd < 0) {
                 free(ea);
@@ -72,7 +70,7 @@ int early_accept_start(int listen_fd, int max, EarlyAccept **ret) {
         return 0;
 }
 
-void early_accept_finish(EarlyAccept *ea, EarlyAcceptFn fn, void *userdata) {
+void early_accept_finish(EarlyAccept *ea) {
         if (!ea)
                 return;
         uint64_t one = 1;
@@ -81,13 +79,5 @@ void early_accept_finish(EarlyAccept *ea, EarlyAcceptFn fn, void *userdata) {
         close(ea->stop_fd);
         if (ea->n_conns > 0)
                 log_info("%d connections came while the state loaded", ea->n_conns);
-        for (int i = 0; i < ea->n_conns; i++) {
-                Accepted *a = &ea->conns[i];
-                if (fn)
-                        fn(userdata, a->fd, (struct sockaddr *) &a->addr, a->len);
-                else
-                        close(a->fd);
-        }
-        free(ea->conns);
         free(ea);
 }

@@ -12,9 +12,12 @@
 
 typedef struct EarlyAccept EarlyAccept;
 
-/* Starts accepting on listen_fd (non-blocking) in a thread, at most max connections. */
-int early_accept_start(int listen_fd, int max, EarlyAccept **ret);
-/* Stops accepting and hands each accepted connection to fn (which owns it), in the
- * order they came; frees ea. NULL fn closes them. */
+/* Takes an accepted connection, which it owns from then on. */
 typedef void (*EarlyAcceptFn)(void *userdata, int fd, const struct sockaddr *addr, socklen_t len);
-void early_accept_finish(EarlyAccept *ea, EarlyAcceptFn fn, void *userdata);
+/* Starts accepting on listen_fd (non-blocking) in a thread, at most max connections, and
+ * hands each to fn as it comes, on that thread: what fn touches must not be used
+ * elsewhere until early_accept_finish (the HTTP server is not run while the state loads,
+ * so its per-connection set-up, 20 us each, is done beside the load, not after it). */
+int early_accept_start(int listen_fd, int max, EarlyAcceptFn fn, void *userdata, EarlyAccept **ret);
+/* Stops accepting; frees ea. */
+void early_accept_finish(EarlyAccept *ea);

@@ -675,37 +675,13 @@ int main(int argc, char **argv) {
         /* The test suites set this so that a bug in the state machine fails them loudly. */
         cfg.strict_transitions = util_streq_ptr(getenv("AXCTLD_STRICT_TRANSITIONS"), "1");
         raise_fd_limit();
-        /* Connections that come while the state loads are accepted meanwhile (half the
-         * descriptors at most); without that thread they wait in the kernel's backlog. */
-        struct rlimit nofile = {.rlim_cur = 1024};
-        (void) getrlimit(RLIMIT_NOFILE, &nofile);
-        int early_max = nofile.rlim_cur / 2 < INT_MAX ? (int) (nofile.rlim_cur / 2) : INT_MAX;
-        EarlyAccept *early = NULL;
-        if (early_accept_start(lfd, early_max, &early) < 0)
-                early = NULL;
-        r = ctl_new_on(&cfg, store, &ctl);
-        if (r < 0) {
-                log_error("cannot load state database %s: %s", db_name, strerror(-r));
-                early_accept_finish(early, NULL, NULL);
-                close(lfd);
-                return 1;
-        }
-        _cleanup_free_ char *quota_error = NULL, *rules_error = NULL;
-        if (ctl_quota_reload(ctl, &quota_error) < 0 ||
-            ctl_failure_rules_reload(ctl, &rules_error) < 0) {
-                fprintf(stderr, "axctld: %s\n", quota_error ? quota_error : rules_error);
-                early_accept_finish(early, NULL, NULL);
-                ctl_free(ctl);
-                close(lfd);
-                return 2;
-        }
         ApiOptions api_opts = {.auth = settings.auth,
                                .tls_cert_pem = cert_pem,
                                .tls_key_pem = key_pem,
                                .log_streams_per_user = settings.log_streams_per_user,
                                .role = settings.leader_elect ? "leader" : NULL};
         Api *api = NULL;
-        if ((r = api_new(ctl, lfd, &api_opts, &api)) < 0) {
+        if ((r = api_new(lfd, &api_opts, &api)) < 0) {
                 /* With TLS the likely cause is the certificate or key: a configuration
                  * error (exit 2, which the unit does not restart). */
                 if (cert_pem)
@@ -715,11 +691,35 @@ int main(int argc, char **argv) {
                                 settings.tls_cert, settings.tls_key);
                 else
                         log_error("cannot start the HTTP server");
-                early_accept_finish(early, NULL, NULL);
-                ctl_free(ctl);
+                store_close(store);
+                close(lfd);
                 return cert_pem ? 2 : 1;
         }
-        early_accept_finish(early, api_adopt_connection, api);
+        /* Connections that come while the state loads are accepted meanwhile (half the
+         * descriptors at most) and set up for the HTTP server, which runs once the load
+         * is over; without that thread they wait in the kernel's backlog. */
+        struct rlimit nofile = {.rlim_cur = 1024};
+        (void) getrlimit(RLIMIT_NOFILE, &nofile);
+        int early_max = nofile.rlim_cur / 2 < INT_MAX ? (int) (nofile.rlim_cur / 2) : INT_MAX;
+        EarlyAccept *early = NULL;
+        if (early_accept_start(lfd, early_max, api_adopt_connection, api, &early) < 0)
+                early = NULL;
+        r = ctl_new_on(&cfg, store, &ctl);
+        early_accept_finish(early);
+        if (r < 0) {
+                log_error("cannot load state database %s: %s", db_name, strerror(-r));
+                api_free(api);
+                return 1;
+        }
+        _cleanup_free_ char *quota_error = NULL, *rules_error = NULL;
+        if (ctl_quota_reload(ctl, &quota_error) < 0 ||
+            ctl_failure_rules_reload(ctl, &rules_error) < 0) {
+                fprintf(stderr, "axctld: %s\n", quota_error ? quota_error : rules_error);
+                api_free(api);
+                ctl_free(ctl);
+                return 2;
+        }
+        api_serve(api, ctl);
         int ep = epoll_create1(EPOLL_CLOEXEC);
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = api_fd(api)};
         epoll_ctl(ep, EPOLL_CTL_ADD, api_fd(api), &ev);
