@@ -72,6 +72,10 @@ typedef struct Connection {
          * in that node's count. NULL: no agent request yet. */
         char *node;
         SyncMemo *sync_memo; /* its last sync body, decoded */
+        /* Adopted while the state loaded (Api.adopted): its idle clock waits for
+         * api_serve. */
+        struct MHD_Connection *mhd;
+        struct Connection *next_adopted;
 } Connection;
 
 struct Api {
@@ -97,6 +101,7 @@ struct Api {
         unsigned agent_connections, agent_connection_limit;
         StrMap *agent_connections_of; /* node name -> connections counted for it */
         uint64_t agents_turned_away;
+        Connection *adopted; /* before api_serve: not timed out while the state loads */
 };
 
 /* The answer, set by a handler and queued once its turn commits (request.c). */

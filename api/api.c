@@ -45,6 +45,8 @@ extern const char api_ui_index_html[], api_ui_app_js[], api_ui_app_css[];
  * request, so with ten thousand agents its size is CPU and memory; 8 KiB saved 80 MB at
  * 10,000 nodes but refused a browser's 4 KiB of cookies (kept twice), so 16. */
 #define API_CONNECTION_MEMORY (16 * 1024)
+/* How long a connection may be idle (api_new says why). */
+#define API_CONNECTION_TIMEOUT_S 30u
 /* Connections agents can never take, so that API users are served beside any fleet: a
  * sixteenth of the limit, at least this many. */
 #define API_USER_RESERVE_MIN 16
@@ -601,7 +603,16 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
                           enum MHD_ConnectionNotificationCode code) {
         Api *api = cls;
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-                *socket_context = xcalloc(1, sizeof(Connection));
+                Connection *c = xcalloc(1, sizeof(Connection));
+                *socket_context = c;
+                if (!api->ctl) {
+                        /* Adopted while the state loads, which may take longer than the
+                         * idle timeout: its clock starts when serving does. */
+                        MHD_set_connection_option(con, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+                        c->mhd = con;
+                        c->next_adopted = api->adopted;
+                        api->adopted = c;
+                }
                 return;
         }
         Connection *c = *socket_context;
@@ -905,7 +916,7 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
                 {MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL},
                 {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, api},
                 {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t) on_connection, api},
-                {MHD_OPTION_CONNECTION_TIMEOUT, 30, NULL},
+                {MHD_OPTION_CONNECTION_TIMEOUT, API_CONNECTION_TIMEOUT_S, NULL},
                 {MHD_OPTION_CONNECTION_LIMIT, limit, NULL},
                 {MHD_OPTION_CONNECTION_MEMORY_LIMIT, API_CONNECTION_MEMORY, NULL},
                 {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t) on_mhd_log, NULL},
@@ -937,6 +948,11 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
 
 void api_serve(Api *api, Controller *ctl) {
         api->ctl = ctl;
+        /* From a timeout of 0, libmicrohttpd counts idle time from now. */
+        for (Connection *c = api->adopted; c; c = c->next_adopted)
+                MHD_set_connection_option(c->mhd, MHD_CONNECTION_OPTION_TIMEOUT,
+                                          API_CONNECTION_TIMEOUT_S);
+        api->adopted = NULL;
 }
 
 void api_adopt_connection(void *userdata, int fd, const struct sockaddr *addr, socklen_t len) {

@@ -614,18 +614,20 @@ typedef struct EndedLoad {
 
 static int ended_job(void *ud, const StoreJob *sj) {
         EndedLoad *l = ud;
-        if (!job_state_is_terminal(job_state_from_string(sj->state)) ||
-            sj->finished_ms < l->since_ms || model_job_find(l->m, sj->id))
+        if (sj->finished_ms < l->since_ms || model_job_find(l->m, sj->id))
                 return 0;
+        Job *job = job_from_row(sj);
         JsonError err;
-        JobSpec *spec = stored_spec_parse(sj->spec, &err);
-        if (!spec) {
-                /* It stays in the store, found no more than a retired job with it. */
-                log_bad_spec(sj->id, err.message);
+        if (!job_state_is_terminal(job->state)) {
+                job_free(job); /* none: every job not over is in memory since the start */
                 return 0;
         }
-        Job *job = job_from_row(sj);
-        job->spec = spec;
+        if (!(job->spec = stored_spec_parse(sj->spec, &err))) {
+                /* It stays in the store, found no more than a retired job with it. */
+                log_bad_spec(sj->id, err.message);
+                job_free(job);
+                return 0;
+        }
         model_job_add(&l->read, job);
         return 0;
 }

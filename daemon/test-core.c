@@ -1022,12 +1022,12 @@ static void test_ended_jobs_load_after_the_start(void) {
         int64_t ids[N];
         CtlError err = {0};
         bool created = false;
+        json_t *spec = one_rank_spec("ann");
         for (int i = 0; i < N; i++) {
                 char key[16];
                 snprintf(key, sizeof(key), "k%d", i);
                 Job *job = NULL;
-                CHECK(ctl_job_submit(ctl, one_rank_spec("ann"), i % 3 ? NULL : key, &job, &created,
-                                     &err) == 0);
+                CHECK(ctl_job_submit(ctl, spec, i % 3 ? NULL : key, &job, &created, &err) == 0);
                 ids[i] = job->id;
                 if (i % 100 && ctl_job_cancel(ctl, job->id, &job, &err) < 0)
                         CHECK(!"cancel");
@@ -1044,7 +1044,7 @@ static void test_ended_jobs_load_after_the_start(void) {
         ctl_jobs_foreach(ctl, ids[3], _JOB_STATE_INVALID, NULL, collect_id, listed);
         CHECK(listed[0] == ids[2] && listed[1] == ids[1] && listed[2] == ids[0]);
         Job *again = NULL;
-        CHECK(ctl_job_submit(ctl, one_rank_spec("ann"), "k3", &again, &created, &err) == 0);
+        CHECK(ctl_job_submit(ctl, spec, "k3", &again, &created, &err) == 0);
         CHECK(!created && again->id == ids[3]);
         /* While agents reconnect, nothing more loads; the loop wakes when they may have. */
         ctl->reconnect_until_ms = util_now_ms() + 60000;
@@ -1080,6 +1080,7 @@ static void test_ended_jobs_load_after_the_start(void) {
         CHECK(model_job_by_key(&ctl->model, "p", "k3") == ctl_job_find(ctl, ids[3]));
         CHECK(ctl_next_deadline_ms(ctl) > util_now_ms());
         ctl_free(ctl);
+        json_decref(spec);
 }
 
 /* A batch of jobs over spans few ids however sparse they are: the jobs between, retired

@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
 import sqlite3
 import struct
@@ -171,8 +172,11 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
 
 
 class LoadingTest(axtest.ClusterTestCase):
-    def test_connections_that_come_while_loading_are_accepted(self):
-        # A database with 120,000 queued jobs: loading it takes most of a second.
+    def start_loading(self):
+        """A controller loading a database of 120,000 queued jobs (most of a second) on a
+        listening socket with a backlog of 16, handed over as systemd would: without
+        anyone accepting, the 18th connection would wait for a SYN retransmit. Returns
+        the cluster, the controller's process, its port and its stderr's path."""
         c = self.start_cluster(0)
         job = c.submit({"command": ["true"], "ranks": 1})
         c.controller.terminate()
@@ -185,16 +189,13 @@ class LoadingTest(axtest.ClusterTestCase):
                        ((i,) + rows + (rows[-1],) for i in range(job["id"] + 1, 120001)))
         db.commit()
         db.close()
-
-        # A listening socket with a backlog of 16, handed over as systemd would: without
-        # anyone accepting, the 18th connection would wait for a SYN retransmit.
         listener = socket.socket()
         self.addCleanup(listener.close)
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)
         port = listener.getsockname()[1]
-
-        log = open(os.path.join(c.tmp, "loading.stderr"), "wb")
+        stderr = os.path.join(c.tmp, "loading.stderr")
+        log = open(stderr, "wb")
         self.addCleanup(log.close)
         as_fd_3 = ("import os, sys; os.dup2(int(sys.argv[1]), 3);"
                    " os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1');"
@@ -204,7 +205,10 @@ class LoadingTest(axtest.ClusterTestCase):
             stdout=subprocess.DEVNULL, stderr=log, pass_fds=(listener.fileno(),), env=c.env)
         self.addCleanup(lambda: (proc.kill(), proc.wait()))
         listener.close()
+        return c, proc, port, stderr
 
+    def test_connections_that_come_while_loading_are_accepted(self):
+        c, proc, port, stderr = self.start_loading()
         # 60 clients connect while it loads (most of a second; it starts accepting
         # once its database is open); each is accepted at once, not left to retransmit
         # its SYN for a second or more.
@@ -226,10 +230,35 @@ class LoadingTest(axtest.ClusterTestCase):
         for s in clients:
             s.settimeout(60)
             self.assertTrue(s.recv(64).startswith(b"HTTP/1.1 200"))
-        with open(os.path.join(c.tmp, "loading.stderr")) as f:
+        with open(stderr) as f:
             found = re.search(r"(\d+) connections came while the state loaded", f.read())
         self.assertIsNotNone(found, "the load was over before the clients connected")
         self.assertGreater(int(found.group(1)), 20)
+
+    def test_connections_accepted_while_loading_outlive_a_stalled_load(self):
+        """Connections are set up for the HTTP server as they come, during the load; a
+        load longer than its 30 s idle timeout (SIGSTOP: a stalled disk) must not have
+        them closed unanswered when serving starts."""
+        c, proc, port, stderr = self.start_loading()
+
+        def log():
+            with open(stderr) as f:
+                return f.read()
+        axtest.wait_for(lambda: "serving up to" in log(), 30, "the HTTP server to start",
+                        interval=0.005)
+        clients = [socket.create_connection(("127.0.0.1", port), timeout=10)
+                   for _ in range(10)]
+        self.addCleanup(lambda: [s.close() for s in clients])
+        for s in clients:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGSTOP)
+        self.assertNotIn("serving on", log(), "the load was over before the stall")
+        time.sleep(31)
+        proc.send_signal(signal.SIGCONT)
+        for s in clients:
+            s.settimeout(60)
+            self.assertTrue(s.recv(64).startswith(b"HTTP/1.1 200"))
 
 
 if __name__ == "__main__":
