@@ -40,14 +40,18 @@ static inline int min_int(int a, int b) {
         return a < b ? a : b;
 }
 
-/* Makes room for one more element in a growing array (doubling, at least 16). */
-#define GROW(arr, n, cap)                                                         \
+/* Makes room for need elements in a growing array (doubling, at least 16). */
+#define GROW_TO(arr, need, cap)                                                   \
         do {                                                                      \
-                if ((n) >= (cap)) {                                               \
+                if ((need) > (cap)) {                                             \
                         (cap) = (cap) ? (cap) *2 : 16;                            \
+                        if ((cap) < (need))                                       \
+                                (cap) = (need);                                   \
                         (arr) = xrealloc((arr), (size_t) (cap) * sizeof(*(arr))); \
                 }                                                                 \
         } while (0)
+/* Makes room for one more element, the nth. */
+#define GROW(arr, n, cap) GROW_TO(arr, (n) + 1, cap)
 
 /* Milliseconds on CLOCK_MONOTONIC: for deadlines and intervals. */
 int64_t util_now_ms(void);

@@ -125,10 +125,7 @@ void model_job_add(Model *m, Job *job) {
 }
 
 void model_jobs_merge(Model *m, Job **jobs, int n) {
-        if (m->n_jobs + n > m->cap_jobs) {
-                m->cap_jobs = m->n_jobs + n > 2 * m->cap_jobs ? m->n_jobs + n : 2 * m->cap_jobs;
-                m->jobs = xrealloc(m->jobs, (size_t) m->cap_jobs * sizeof(Job *));
-        }
+        GROW_TO(m->jobs, m->n_jobs + n, m->cap_jobs);
         /* From the back, so that each job moves once: O(jobs in memory) per batch. */
         int from = m->n_jobs - 1, to = m->n_jobs + n - 1;
         for (int k = n - 1; k >= 0; to--) {

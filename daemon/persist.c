@@ -322,10 +322,7 @@ static int spec_load_row(void *ud, const StoreJob *sj) {
                 sl->filling = xcalloc(1, sizeof(SpecBatch));
         SpecBatch *b = sl->filling;
         size_t len = strlen(sj->spec) + 1;
-        if (b->len + len > b->cap) {
-                b->cap = b->len + len > 2 * b->cap ? b->len + len : 2 * b->cap;
-                b->text = xrealloc(b->text, b->cap);
-        }
+        GROW_TO(b->text, b->len + len, b->cap);
         memcpy(b->text + b->len, sj->spec, len);
         b->jobs[b->n] = job;
         b->at[b->n++] = b->len;
