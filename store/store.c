@@ -943,14 +943,6 @@ static int goodput_row(const StoreRow *row, void *p) {
         return ((StoreGoodputFn) ctx->fn)(ctx->userdata, &g);
 }
 
-/* Runs a goodput query whose ?1 is since_ms and ?2 the project (NULL: any). */
-static int goodput_query(Store *store, const char *sql, const char *project, int64_t since_ms,
-                         StoreGoodputFn fn, void *userdata) {
-        StoreParam p[] = {STORE_INT(since_ms), STORE_TEXT(project)};
-        LoadCtx ctx = {(void *) fn, userdata};
-        return run_once(store, sql, p, N_PARAMS(p), goodput_row, &ctx);
-}
-
 /* Rows of GOODPUT_SUMS's shape: a project's sums, weighted (accelerators 1, job 0). */
 static int goodput_sum_row(const StoreRow *row, void *p) {
         LoadCtx *ctx = p;
@@ -962,15 +954,22 @@ static int goodput_sum_row(const StoreRow *row, void *p) {
         return ((StoreGoodputFn) ctx->fn)(ctx->userdata, &g);
 }
 
-int store_goodput_sum(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
-                      void *userdata) {
+/* Runs a goodput query whose ?1 is since_ms and ?2 the project (NULL: any); read_row reads
+ * its rows' shape. */
+static int goodput_query(Store *store, const char *sql, const char *project, int64_t since_ms,
+                         StoreRowCb read_row, StoreGoodputFn fn, void *userdata) {
         StoreParam p[] = {STORE_INT(since_ms), STORE_TEXT(project)};
         LoadCtx ctx = {(void *) fn, userdata};
-        return run_once(store,
-                        GOODPUT_SUMS " FROM job_goodput WHERE created_ms >= ?1"
-                                     " AND (?2 IS NULL OR project = ?2) GROUP BY project"
-                                     " ORDER BY project",
-                        p, N_PARAMS(p), goodput_sum_row, &ctx);
+        return run_once(store, sql, p, N_PARAMS(p), read_row, &ctx);
+}
+
+int store_goodput_sum(Store *store, const char *project, int64_t since_ms, StoreGoodputFn fn,
+                      void *userdata) {
+        return goodput_query(store,
+                             GOODPUT_SUMS " FROM job_goodput WHERE created_ms >= ?1"
+                                          " AND (?2 IS NULL OR project = ?2) GROUP BY project"
+                                          " ORDER BY project",
+                             project, since_ms, goodput_sum_row, fn, userdata);
 }
 
 int store_goodput_totals(Store *store, StoreGoodputFn fn, void *userdata) {
@@ -989,7 +988,7 @@ int store_goodput_straddling(Store *store, const char *project, int64_t since_ms
                              ", interruptions, rank_ms FROM job_goodput"
                              " WHERE created_ms < ?1 AND finished_ms > ?1"
                              " AND (?2 IS NULL OR project = ?2) ORDER BY job",
-                             project, since_ms, fn, userdata);
+                             project, since_ms, goodput_row, fn, userdata);
 }
 
 int store_goodput_missing(Store *store, StoreIdFn fn, void *userdata) {
