@@ -60,7 +60,7 @@ int ctl_new_on(const CtlConfig *config, Store *store, Controller **ret) {
         ctl->tokens = token_cache_new();
         ctl->store = store;
         /* Serving first: the jobs that ended and hold nothing come after (ctl_end_turn). */
-        int r = persist_load(ctl->store, &ctl->model, INT64_MAX);
+        int r = persist_load(ctl->store, &ctl->model);
         if (r < 0) {
                 ctl_free(ctl);
                 return r;

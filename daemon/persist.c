@@ -340,17 +340,21 @@ static int spec_workers(void) {
         return cpus <= 1 ? 0 : cpus - 1 < SPEC_WORKERS_MAX ? (int) cpus - 1 : SPEC_WORKERS_MAX;
 }
 
+/* The store loads' cutoff at a start: every job that is over and holds nothing stays in the
+ * store, to load later (persist_load_ended), so that a start does not grow with them. */
+#define LEAVE_EVERY_ENDED_JOB INT64_MAX
+
 /* The jobs to load, in the model; -EBADMSG (logged) when a stored spec does not parse. */
-static int load_jobs(Store *store, Model *m, int64_t retire_before_ms) {
+static int load_jobs(Store *store, Model *m) {
         int want = spec_workers();
         if (want == 0) /* one CPU: parse each row as it comes, nothing to queue */
-                return store_jobs_load(store, retire_before_ms, load_job, m);
+                return store_jobs_load(store, LEAVE_EVERY_ENDED_JOB, load_job, m);
         SpecLoad sl = {.lock = PTHREAD_MUTEX_INITIALIZER, .more = PTHREAD_COND_INITIALIZER};
         pthread_t workers[SPEC_WORKERS_MAX];
         int n_workers = 0;
         while (n_workers < want && pthread_create(&workers[n_workers], NULL, spec_parser, &sl) == 0)
                 n_workers++;
-        int r = store_jobs_load(store, retire_before_ms, spec_load_row, &sl);
+        int r = store_jobs_load(store, LEAVE_EVERY_ENDED_JOB, spec_load_row, &sl);
         spec_batch_queue(&sl);
         pthread_mutex_lock(&sl.lock);
         sl.rows_done = true;
@@ -542,12 +546,11 @@ static void inventories_parse_finish(InventoryParse *ip) {
 }
 
 /* Everything but the nodes: what may load while their inventories are parsed. */
-static int load_jobs_and_figures(Store *store, Model *m, int64_t retire_before_ms,
-                                 int64_t *next_id) {
+static int load_jobs_and_figures(Store *store, Model *m, int64_t *next_id) {
         int r;
-        if ((r = load_jobs(store, m, retire_before_ms)) < 0 ||
-            (r = store_attempts_load(store, retire_before_ms, load_attempt, m)) < 0 ||
-            (r = store_ranks_load(store, retire_before_ms, load_rank, m)) < 0 ||
+        if ((r = load_jobs(store, m)) < 0 ||
+            (r = store_attempts_load(store, LEAVE_EVERY_ENDED_JOB, load_attempt, m)) < 0 ||
+            (r = store_ranks_load(store, LEAVE_EVERY_ENDED_JOB, load_rank, m)) < 0 ||
             (r = store_job_next_id(store, next_id)) < 0 ||
             (r = persist_goodput_backfill(store, m)) < 0 ||
             (r = ctl_goodput_stored_load(store, m)) < 0)
@@ -555,14 +558,14 @@ static int load_jobs_and_figures(Store *store, Model *m, int64_t retire_before_m
         return 0;
 }
 
-int persist_load(Store *store, Model *m, int64_t retire_before_ms) {
+int persist_load(Store *store, Model *m) {
         int64_t next_id = 1;
         int r = store_nodes_load(store, load_node, m);
         if (r < 0)
                 return r;
         InventoryParse parse;
         inventories_parse_start(&parse, m);
-        r = load_jobs_and_figures(store, m, retire_before_ms, &next_id);
+        r = load_jobs_and_figures(store, m, &next_id);
         inventories_parse_finish(&parse);
         if (r < 0)
                 return r;

@@ -11,9 +11,9 @@
 
 /* Writes the turn's dirty jobs and nodes into the open transaction. 0 or -errno. */
 int persist_dirty(Turn *t);
-/* Loads every node and job into an empty model, but the jobs over before
- * retire_before_ms (wall) that hold nothing: those stay in the store. 0 or -errno. */
-int persist_load(Store *store, Model *m, int64_t retire_before_ms);
+/* Loads every node, and every job not over or with a rank that may still run, into an
+ * empty model: the others stay in the store (persist_load_ended). 0 or -errno. */
+int persist_load(Store *store, Model *m);
 /* A job as stored, for one that left memory (job_free it), or NULL. */
 Job *persist_load_job(Store *store, int64_t id);
 /* Adds to m the jobs first_id..last_id that are over, finished at or after since_ms and
