@@ -8,6 +8,7 @@ shown as text, never run. Without a token the page asks for one. Skips (exit 77)
 where chromium is not installed. AXTEST_SCREENSHOT=PATH also saves the page's picture
 there (docs/status-page.png is made so)."""
 
+import decimal
 import html.parser
 import os
 import shutil
@@ -26,6 +27,12 @@ def chromium():
         if path:
             return path
     return None
+
+
+def to_fixed_1(x):
+    """JavaScript's x.toFixed(1): a tie (41.25) rounds up, where Python's '%.1f' rounds it
+    to even (41.2)."""
+    return str(decimal.Decimal(x).quantize(decimal.Decimal("0.1"), decimal.ROUND_HALF_UP))
 
 
 class Dom(html.parser.HTMLParser):
@@ -120,7 +127,7 @@ class StatusPageTest(axtest.ClusterTestCase):
         row = rows[str(crash.id)]
         cells = [d for d in descendants(row) if d["tag"] == "td"]
         goodput = [d for d in cells if "goodput" in d["attrs"].get("class", "")]
-        self.assertEqual([g["text"] for g in goodput], ["%.1f %%" % (view["goodput"]["ratio"] * 100)])
+        self.assertEqual([g["text"] for g in goodput], [to_fixed_1(view["goodput"]["ratio"] * 100) + " %"])
         bars = [d for d in descendants(row) if d["attrs"].get("class") == "timeline"]
         self.assertEqual(len(bars), 1)
         buckets = [s["attrs"].get("data-bucket") for s in bars[0]["children"]]
