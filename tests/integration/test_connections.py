@@ -172,11 +172,12 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
 
 
 class LoadingTest(axtest.ClusterTestCase):
-    def start_loading(self):
+    def start_loading(self, descriptors=None):
         """A controller loading a database of 120,000 queued jobs (most of a second) on a
         listening socket with a backlog of 16, handed over as systemd would: without
-        anyone accepting, the 18th connection would wait for a SYN retransmit. Returns
-        the cluster, the controller's process, its port and its stderr's path."""
+        anyone accepting, the 18th connection would wait for a SYN retransmit. With
+        descriptors, that is its descriptor limit. Returns the cluster, the controller's
+        process, its port and its stderr's path."""
         c = self.start_cluster(0)
         job = c.submit({"command": ["true"], "ranks": 1})
         c.controller.terminate()
@@ -200,8 +201,11 @@ class LoadingTest(axtest.ClusterTestCase):
         as_fd_3 = ("import os, sys; os.dup2(int(sys.argv[1]), 3);"
                    " os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1');"
                    " os.execv(sys.argv[2], sys.argv[2:])")
+        limit = ["prlimit", "--nofile=%d:%d" % (descriptors, descriptors), "--"] \
+            if descriptors else []
         proc = subprocess.Popen(
-            [sys.executable, "-c", as_fd_3, str(listener.fileno()), axtest.AXCTLD, "--db", c.db],
+            limit + [sys.executable, "-c", as_fd_3, str(listener.fileno()), axtest.AXCTLD,
+                     "--db", c.db],
             stdout=subprocess.DEVNULL, stderr=log, pass_fds=(listener.fileno(),), env=c.env)
         self.addCleanup(lambda: (proc.kill(), proc.wait()))
         listener.close()
@@ -235,10 +239,37 @@ class LoadingTest(axtest.ClusterTestCase):
         self.assertIsNotNone(found, "the load was over before the clients connected")
         self.assertGreater(int(found.group(1)), 20)
 
+    def test_connections_accepted_while_loading_take_half_the_descriptors_at_most(self):
+        """The load needs descriptors too: with 64, 32 connections are accepted while it
+        runs (as many as the HTTP server then serves at once); the rest wait in the
+        listen backlog and are served once the first are done, none closed unanswered."""
+        c, proc, port, stderr = self.start_loading(descriptors=64)
+
+        def log():
+            with open(stderr) as f:
+                return f.read()
+        axtest.wait_for(lambda: "serving up to 32 connections" in log(), 30,
+                        "the HTTP server to start", interval=0.005)
+        clients = []
+        for _ in range(40):
+            time.sleep(0.005)  # spread, as in the test above: no SYN dropped
+            clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        self.addCleanup(lambda: [s.close() for s in clients])
+        self.assertNotIn("serving on", log(), "the load was over before the clients connected")
+        for s in clients:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        for i, s in enumerate(clients):
+            s.settimeout(60)
+            self.assertTrue(s.recv(64).startswith(b"HTTP/1.1 200"), "client %d" % i)
+        found = re.search(r"(\d+) connections came while the state loaded", log())
+        self.assertIsNotNone(found, log())
+        self.assertEqual(int(found.group(1)), 32)
+
     def test_connections_accepted_while_loading_outlive_a_stalled_load(self):
         """Connections are set up for the HTTP server as they come, during the load; a
         load longer than its 30 s idle timeout (SIGSTOP: a stalled disk) must not have
-        them closed unanswered when serving starts."""
+        them closed unanswered when serving starts. One that then stays silent is
+        closed 30 s after serving started, as any idle connection."""
         c, proc, port, stderr = self.start_loading()
 
         def log():
@@ -247,8 +278,9 @@ class LoadingTest(axtest.ClusterTestCase):
         axtest.wait_for(lambda: "serving up to" in log(), 30, "the HTTP server to start",
                         interval=0.005)
         clients = [socket.create_connection(("127.0.0.1", port), timeout=10)
-                   for _ in range(10)]
+                   for _ in range(11)]
         self.addCleanup(lambda: [s.close() for s in clients])
+        silent = clients.pop()
         for s in clients:
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         time.sleep(0.05)
@@ -256,10 +288,15 @@ class LoadingTest(axtest.ClusterTestCase):
         self.assertNotIn("serving on", log(), "the load was over before the stall")
         time.sleep(31)
         proc.send_signal(signal.SIGCONT)
+        axtest.wait_for(lambda: "serving on" in log(), 30, "serving to start", interval=0.005)
+        serving = time.monotonic()
         for s in clients:
             s.settimeout(60)
             self.assertTrue(s.recv(64).startswith(b"HTTP/1.1 200"))
-
+        silent.settimeout(60)
+        self.assertEqual(silent.recv(64), b"", "a silent connection was answered")
+        self.assertGreater(time.monotonic() - serving, 28,
+                           "a silent connection's idle time counted from before serving")
 
 if __name__ == "__main__":
     unittest.main()

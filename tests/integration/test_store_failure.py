@@ -2,7 +2,8 @@
 """A controller whose database cannot be written (issue 10): the turn that failed is
 rolled back, its requests and every later one get 503 `unavailable`, /healthz says why,
 axctld exits non-zero for systemd to restart it, and every job it acknowledged before is
-there after the restart. The database sits on a 4 MiB tmpfs that fills up (needs root,
+there after the restart; a job that ended in the failed turn ends again after it and its
+goodput is counted once. The database sits on a 4 MiB tmpfs that fills up (needs root,
 as CI has).
 
 A database file deleted or replaced under a running controller (issue 12) is the same
@@ -10,9 +11,11 @@ failure: SQLite would go on committing into a file the next start never sees, so
 next write gets 503 and nothing more is acknowledged; an idle controller notices within
 about a second, and /healthz says so."""
 
+import errno
 import os
 import re
 import shutil
+import sqlite3
 import time
 import unittest
 
@@ -95,6 +98,58 @@ class StoreFailureTest(axtest.ClusterTestCase):
             self.assertEqual(c.job(job_id)["spec"]["env"]["PAD_15"], big)
         self.assertEqual(len(jobs), len(acknowledged), "a job that got 503 was kept")
         return checkpoints
+
+    def test_full_disk_as_a_job_ends_counts_its_goodput_once(self):
+        """The turn that ends a job writes its state, its goodput figures and its
+        project's sums together: on a full disk all of it is rolled back, and once the
+        controller runs again the job ends once and is counted once."""
+        c = axtest.Cluster(1, name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, c)
+        disk = os.path.join(c.tmp, "small")
+        self.mount_small_disk(disk, "4m")
+        c.db = os.path.join(disk, "state.db")
+        c.start()
+        flag = os.path.join(c.tmp, "end-now")
+        job = c.submit({"name": "ends-on-a-full-disk", "ranks": 1,
+                        "command": ["sh", "-c", "while [ ! -e %s ]; do sleep 0.02; done" % flag],
+                        "env": {"AXTEST_MARKER": c.marker}})
+        c.wait_running(job["id"])
+        with open(os.path.join(disk, "filler"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError as e:
+                self.assertEqual(e.errno, errno.ENOSPC)
+        time.sleep(1)  # a running job's syncs write nothing: the end is the next write
+        self.assertEqual(c.api("GET", "/healthz")[0], 200, "a write before the job's end")
+        open(flag, "w").close()
+        proc = c.controller.proc
+        axtest.wait_for(lambda: proc.poll() is not None, 20, "axctld to exit")
+        with open(c.controller.stderr_path, errors="replace") as f:
+            self.assertIn("stopping: the state database failed", f.read())
+        db = sqlite3.connect(c.db)
+        self.addCleanup(db.close)
+        self.assertEqual(db.execute("SELECT state FROM job WHERE id = ?",
+                                    (job["id"],)).fetchone(), ("running",))
+        self.assertEqual(db.execute("SELECT count(*) FROM job_goodput").fetchone(), (0,))
+        self.assertEqual(db.execute("SELECT count(*) FROM goodput_total").fetchone(), (0,))
+        db.close()
+        # Room again (the filler goes): the agent reports the exit to the restarted
+        # controller, and the job ends there.
+        os.unlink(os.path.join(disk, "filler"))
+        c.restart_controller()
+        ended = c.wait_job(job["id"], timeout=30)
+        self.assertEqual(ended["state"], "succeeded", ended)
+        db = sqlite3.connect(c.db)
+        self.addCleanup(db.close)
+        row = db.execute("SELECT count(*), sum(productive_ms) FROM job_goodput").fetchone()
+        self.assertEqual(row[0], 1)
+        self.assertEqual(db.execute("SELECT jobs, productive_ms FROM goodput_total"
+                                    " WHERE project = 'default'").fetchone(), (1, row[1]))
+        project = [p for p in c.api_ok("GET", "/v1/goodput")["projects"]
+                   if p["project"] == "default"]
+        self.assertEqual([p["jobs"] for p in project], [1])
 
     def assert_stops(self, c, why):
         """Nothing is acknowledged any more, /healthz says why, axctld exits non-zero."""
