@@ -2,10 +2,13 @@
 """axctld on PostgreSQL (issue 15): a real controller with `--db postgresql://...` on a
 private server (tests/pgserver.py) runs a multi-rank job to success with the right
 value, and after a SIGKILL and a restart on the same URL every job it acknowledged is
-there, in the state it had; the URL's password shows in no log. Skipped (77) where
-PostgreSQL is not installed."""
+there, in the state it had; the URL's password shows in no log. A full disk under the
+database's tables stops it as on SQLite, without losing what it acknowledged. Skipped
+(77) where PostgreSQL is not installed."""
 
 import os
+import pwd
+import subprocess
 
 import axtest
 
@@ -49,6 +52,53 @@ class PgStoreTest(axtest.WithPgServer, axtest.ClusterTestCase):
                 logs += "".join(line for line in f if not line.startswith("==== start"))
         self.assertIn("state in postgresql://axtest:***@", logs)
         self.assertNotIn(PASSWORD, logs)
+
+    def test_a_full_disk_stops_the_controller_without_losing_acknowledged_jobs(self):
+        """The database's tables on a tablespace of 16 MiB that fills up (the server's
+        WAL is elsewhere, so PostgreSQL itself goes on): the statement that cannot
+        extend a table fails, the turn is rolled back, that request and the next get
+        503, axctld exits non-zero, and after the disk grows the restarted controller
+        has every job it acknowledged and none it refused."""
+        disk = os.path.join(self.pg.dir, "small-%s" % self._testMethodName[-8:])
+        self.mount_small_disk(disk, "16m")
+        nobody = pwd.getpwnam("nobody")
+        os.chown(disk, nobody.pw_uid, nobody.pw_gid)
+        os.chmod(disk, 0o700)
+        self.pg.psql("CREATE TABLESPACE small LOCATION '%s'" % disk)
+        self.addCleanup(self.pg.psql, "DROP TABLESPACE small")
+        self.pg.psql('CREATE DATABASE "small" TABLESPACE small')
+        self.addCleanup(self.pg.psql, 'DROP DATABASE "small" WITH (FORCE)')
+        c = self.start_cluster(0, db=self.pg.url("small"))
+        acknowledged, refused = {}, None
+        for i in range(200):
+            # Random hex: PostgreSQL compresses what repeats.
+            spec = {"name": "fill-%d" % i, "command": ["/bin/true"], "ranks": 1,
+                    "env": {"PAD_%d" % k: os.urandom(8000).hex() for k in range(16)}}
+            status, body, _ = c.api("POST", "/v1/jobs", spec)
+            if status != 201:
+                refused = (status, body)
+                break
+            acknowledged[body["id"]] = spec
+        self.assertIsNotNone(refused, "a 16 MiB tablespace took 200 jobs of 256 KiB")
+        self.assertGreater(len(acknowledged), 0)
+        status, body = refused
+        self.assertEqual((status, body["error"]["code"]), (503, "unavailable"), body)
+        self.assertIn("database", body["error"]["message"])
+        proc = c.controller.proc
+        axtest.wait_for(lambda: proc.poll() is not None, 10, "axctld to exit")
+        self.assertNotEqual(proc.returncode, 0)
+        with open(c.controller.stderr_path, errors="replace") as f:
+            self.assertIn("stopping: the state database failed", f.read())
+        # The operator grows the disk; the restarted controller has every job it
+        # acknowledged, whole, and takes new ones.
+        subprocess.run(["mount", "-o", "remount,size=64m", disk], check=True)
+        c.restart_controller()
+        jobs = {j["id"]: j for j in c.list_jobs()}
+        self.assertEqual(set(jobs), set(acknowledged), "a job was lost or a refused one kept")
+        for job_id, spec in acknowledged.items():
+            self.assertEqual(c.job(job_id)["spec"]["env"], spec["env"])
+        more = c.submit({"name": "after", "command": ["/bin/true"], "ranks": 1})
+        self.assertGreater(more["id"], max(acknowledged))
 
 
 if __name__ == "__main__":
