@@ -37,6 +37,7 @@ struct Controller {
         int64_t next_ended_ms; /* the next batch not before */
         bool ended_pending;
         TokenCache *tokens; /* identities read lately (tokencache.h) */
+        uint64_t token_lookups[2]; /* bearer tokens found in the cache [0], in the store [1] */
         Job **borrowed; /* jobs read from the store for this turn's requests (jobs.c) */
         int n_borrowed, cap_borrowed;
         /* For /metrics. */

@@ -411,8 +411,11 @@ int ctl_token_identify(Controller *ctl, const char *token, TokenIdentity *ret) {
         r = token_cache_revalidate(ctl->tokens, ctl->store, now);
         if (r < 0)
                 return r;
-        if (token_cache_get(ctl->tokens, hash, now, ret))
+        if (token_cache_get(ctl->tokens, hash, now, ret)) {
+                ctl->token_lookups[0]++;
                 return 0;
+        }
+        ctl->token_lookups[1]++;
         r = store_token_find(ctl->store, hash, token_found, ret);
         if (r < 0)
                 return r;

@@ -61,6 +61,13 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
                 (unsigned long long) on_thread);
         fprintf(f, "axctl_db_checkpoints_total{on=\"commit\"} %llu\n",
                 (unsigned long long) on_commit);
+        metrics_write_header(f, "axctl_token_lookups_total", "counter",
+                             "Bearer tokens identified, from the cache of those read lately or "
+                             "from the store.");
+        fprintf(f, "axctl_token_lookups_total{from=\"cache\"} %llu\n",
+                (unsigned long long) ctl->token_lookups[0]);
+        fprintf(f, "axctl_token_lookups_total{from=\"store\"} %llu\n",
+                (unsigned long long) ctl->token_lookups[1]);
         metrics_write_header(f, "axctl_illegal_transitions_total", "counter",
                              "State transitions refused as illegal: each one is a bug.");
         fprintf(f, "axctl_illegal_transitions_total %llu\n",

@@ -1255,6 +1255,10 @@ static void test_token_cache(void) {
         token_identity_clear(&got);
         CHECK(token_cache_get(ctl->tokens, known, util_now_ms(), &got));
         token_identity_clear(&got);
+        CHECK_INT(ctl_token_identify(ctl, token, &got), 0);
+        token_identity_clear(&got);
+        /* /metrics counts where each was found: both of the first two in the store. */
+        CHECK(ctl->token_lookups[0] == 1 && ctl->token_lookups[1] == 2);
         free(token);
         ctl_free(ctl);
 }

@@ -9,10 +9,13 @@ Prints one JSON line per run with the simulator's figures plus the controller's 
 --restart-at, how long a SIGKILLed controller took to serve again.
 """
 import argparse
+import hashlib
 import json
 import os
 import re
+import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -107,6 +110,41 @@ def sigkill_and_restart(ctl, args, db, port, url, timeout):
     return ctl, killed, serving, round(patient["at"] - killed, 3) if "at" in patient else None
 
 
+def store_node_tokens(db, nodes, tmp):
+    """An agent token for each simulated node, bound to it, as `axctld token create --role
+    agent --node NODE` stores one (10,000 runs of it would take minutes): fleetsim's
+    agent NODE sends SECRET.NODE. Returns the file holding SECRET."""
+    secret = secrets.token_hex(16)
+    now = int(time.time() * 1000)
+    with sqlite3.connect(db) as con:
+        con.executemany(
+            "INSERT INTO token (name, hash, role, projects, node, created_ms)"
+            " VALUES (?, ?, 'agent', '[]', ?, ?)",
+            (("node-%s" % n, hashlib.sha256(("%s.%s" % (secret, n)).encode()).hexdigest(), n,
+              now) for n in ("sim%05d" % i for i in range(nodes))))
+    path = os.path.join(tmp, "node-token")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(secret + "\n")
+    return path
+
+
+def churn_tokens(args, db, stop):
+    """Creates a token every args.token_churn_s seconds, from another process, as an
+    operator adding a node's token does; until stop is set."""
+    n = 0
+    while not stop.wait(args.token_churn_s):
+        n += 1
+        subprocess.run([os.path.join(args.build, "axctld"), "token", "create", "--db", db,
+                        "--name", "churn-%d-%d" % (os.getpid(), n), "--role", "user",
+                        "--project", "default"], check=True, capture_output=True)
+
+
+def token_lookups(text):
+    """Bearer tokens identified from the cache and from the store, from /metrics."""
+    return {m[0]: int(m[1]) for m in
+            re.findall(r'axctl_token_lookups_total\{from="(\w+)"\} (\d+)', text)}
+
+
 def node_lost_total(text):
     """Restarts for lost nodes, from the controller's /metrics text."""
     m = re.search(r'axctl_restarts_total\{reason="node_lost"\} (\d+)', text)
@@ -153,7 +191,13 @@ def main():
                    help="ranks report a step that grows every this many seconds (else 1)")
     p.add_argument("--auth", action="store_true",
                    help="bearer tokens on: the agents and the submitter use one admin token")
+    p.add_argument("--node-tokens", action="store_true",
+                   help="with --auth: each agent uses its own agent token, bound to its node")
+    p.add_argument("--token-churn-s", type=float, default=0,
+                   help="with --auth: a token is created every this many seconds")
     args = p.parse_args()
+    if (args.node_tokens or args.token_churn_s) and not args.auth:
+        p.error("--node-tokens and --token-churn-s need --auth")
 
     tmp = tempfile.mkdtemp(prefix="axfleet-")
     db = args.db or os.path.join(tmp, "state.db")
@@ -166,6 +210,7 @@ def main():
         token_file = os.path.join(tmp, "token")
         with open(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(TOKEN + "\n")
+    node_token_file = store_node_tokens(db, args.nodes, tmp) if args.node_tokens else None
     ctl, port = start_controller(args, db, 0)
     url = "http://127.0.0.1:%d" % port
     sim = subprocess.Popen([os.path.join(args.build, "bench", "fleetsim"), "--url", url,
@@ -178,8 +223,12 @@ def main():
                            + (["--no-shared-env"] if args.no_shared_env else [])
                            + ["--gang-nodes", str(args.gang_nodes)]
                            + (["--step-s", str(args.step_s)] if args.step_s else [])
-                           + (["--token-file", token_file] if TOKEN else []),
+                           + (["--token-file", token_file] if TOKEN else [])
+                           + (["--node-token-file", node_token_file] if node_token_file else []),
                            stdout=subprocess.PIPE)
+    stop_churn = threading.Event()
+    if args.token_churn_s:
+        threading.Thread(target=churn_tokens, args=(args, db, stop_churn), daemon=True).start()
     # Whatever goes wrong (a /metrics that times out under a stalled controller), leave
     # no controller or simulator running to skew the next measurement.
     try:
@@ -189,12 +238,14 @@ def main():
         cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
         metrics = get(url + "/metrics")
         lost_before, loop0 = node_lost_total(metrics), loop_sums(metrics)
+        tokens0 = token_lookups(metrics)
         if args.restart_at:
             time.sleep(max(0, args.restart_at - (time.monotonic() - t0)))
             ctl, killed, out["restart_serving_s"], out["restart_first_answer_s"] = \
                 sigkill_and_restart(ctl, args, db, port, url, 30)
             cpu0, w0, lost_before = 0.0, killed, 0
             loop0 = {key: (0.0, 0.0) for key in LOOP_HISTOGRAMS}
+            tokens0 = {}
         remaining = args.seconds - (time.monotonic() - t0) - 1
         if remaining > 0:
             time.sleep(remaining)
@@ -205,6 +256,10 @@ def main():
         metrics = get(url + "/metrics")
         out["node_lost_restarts"] = node_lost_total(metrics) - lost_before
         loop1 = loop_sums(metrics)
+        tokens1 = token_lookups(metrics)
+        for where in ("cache", "store"):  # per second, over the measured window
+            out["token_lookups_%s_per_s" % where] = round(
+                (tokens1.get(where, 0) - tokens0.get(where, 0)) / (w1 - w0), 1)
         for key in LOOP_HISTOGRAMS:  # how many per second, and their mean length
             n, s = loop1[key][0] - loop0[key][0], loop1[key][1] - loop0[key][1]
             out["%ss_per_s" % key] = round(n / (w1 - w0), 1)
@@ -224,6 +279,7 @@ def main():
         ctl.send_signal(signal.SIGTERM)
         ctl.wait(timeout=30)
     finally:
+        stop_churn.set()
         for proc in (sim, ctl):
             if proc.poll() is None:
                 proc.kill()

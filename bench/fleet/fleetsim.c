@@ -13,7 +13,11 @@
  *
  *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
  *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
- *            [--no-unchanged] [--step-s T] [--token-file PATH]
+ *            [--no-unchanged] [--step-s T] [--token-file PATH] [--node-token-file PATH]
+ *
+ * --token-file: every request's bearer token. --node-token-file: a secret S from which
+ * each agent's own token is S.NODE (fleet.py stores those tokens, bound to their nodes),
+ * as a fleet whose nodes each have an agent token; the submitters keep --token-file's.
  *
  * Prints one JSON object of figures on stdout when done (or on SIGINT/SIGTERM).
  */
@@ -71,6 +75,7 @@ typedef struct Conn {
         int64_t wait_ms; /* the long-poll asked for */
         bool urgent; /* carries an exited rank */
         bool busy;
+        const char *auth_header; /* NULL: opt.auth_header */
 } Conn;
 
 typedef struct Agent {
@@ -103,6 +108,7 @@ static struct {
         int gang_nodes; /* nodes per job, 8 ranks on each */
         int step_ms; /* a rank's step grows every step_ms; 0: it stays 1 */
         const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token-file, or "" */
+        char *node_token_secret; /* --node-token-file's */
 } opt = {.warmup_s = 20,
          .nodes = 100,
          .seconds = 60,
@@ -178,12 +184,13 @@ static int conn_open(Conn *c) {
 /* Queues a request on c (reusing its connection when it is open). */
 static int conn_request(Conn *c, const char *path, const char *body) {
         size_t blen = strlen(body);
+        const char *auth = c->auth_header ? c->auth_header : opt.auth_header;
         free(c->out);
         c->out_len = (size_t) asprintf(&c->out,
                                        "POST %s HTTP/1.1\r\nHost: %s:%d\r\n%s"
                                        "Content-Type: application/json\r\nContent-Length: %zu\r\n"
                                        "\r\n%s",
-                                       path, opt.host, opt.port, opt.auth_header, blen, body);
+                                       path, opt.host, opt.port, auth, blen, body);
         c->out_off = 0;
         c->in_len = 0;
         c->busy = true;
@@ -207,6 +214,10 @@ static void agent_init(Agent *a, int i) {
                  (unsigned) rand(), (unsigned) i, (unsigned) getpid());
         snprintf(a->boot_id, sizeof(a->boot_id), "boot-%s", opt.prefix);
         a->c = (Conn){.kind = KIND_AGENT, .idx = i, .fd = -1};
+        if (opt.node_token_secret &&
+            asprintf((char **) &a->c.auth_header, "Authorization: Bearer %s.%s\r\n",
+                     opt.node_token_secret, a->name) < 0)
+                abort();
         a->next_end_ms = INT64_MAX;
 }
 
@@ -570,7 +581,7 @@ static void usage(void) {
                 "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
                 "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--no-shared-env] "
                 "[--gang-nodes G] [--step-s T] "
-                "[--token-file PATH]\n");
+                "[--token-file PATH] [--node-token-file PATH]\n");
         exit(2);
 }
 
@@ -590,6 +601,7 @@ int main(int argc, char **argv) {
                 {"no-shared-env", no_argument, NULL, 'E'},
                 {"gang-nodes", required_argument, NULL, 'g'},
                 {"token-file", required_argument, NULL, 'T'},
+                {"node-token-file", required_argument, NULL, 'N'},
                 {"step-s", required_argument, NULL, 'S'},
                 {NULL, 0, NULL, 0},
         };
@@ -653,6 +665,14 @@ int main(int argc, char **argv) {
                                      token) < 0)
                                 return 1;
                         token_free_secret(token);
+                        break;
+                }
+                case 'N': {
+                        char *error = NULL;
+                        if (token_file_read(optarg, &opt.node_token_secret, &error) < 0) {
+                                fprintf(stderr, "fleetsim: %s\n", error);
+                                return 2;
+                        }
                         break;
                 }
                 default:
