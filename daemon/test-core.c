@@ -1181,6 +1181,16 @@ static void test_goodput_sums_kept(void) {
         ctl_free(ctl);
 }
 
+/* A valid token's row, as `axctld token create` writes one. */
+static void token_row_insert(Store *store, const char *name, const char *hash, int64_t created_ms) {
+        CHECK_INT(store_token_insert(store, &(StoreToken){.name = name,
+                                                          .hash = hash,
+                                                          .role = "admin",
+                                                          .created_ms = created_ms,
+                                                          .revoked_ms = STORE_NONE}),
+                  0);
+}
+
 /* The token cache: a copy until the table changes or TOKEN_CACHE_TTL_MS pass; bounded. */
 static void test_token_cache(void) {
         TokenCache *c = token_cache_new();
@@ -1210,16 +1220,12 @@ static void test_token_cache(void) {
         CHECK_STR(got.name, "root");
         token_identity_clear(&got);
 
-        /* A change of the token table, seen at the next look, forgets everything. */
+        /* A change of the token table, seen at the next look, forgets the identities of
+         * tokens no longer valid (h1 is not in the table), and only those. */
         Store *store = store_of_test("tokens");
         CHECK_INT(token_cache_revalidate(c, store, 10000), 0);
         token_cache_put(c, "h1", &admin, 10000);
-        CHECK_INT(store_token_insert(store, &(StoreToken){.name = "bob",
-                                                          .hash = "hb",
-                                                          .role = "admin",
-                                                          .created_ms = 7,
-                                                          .revoked_ms = STORE_NONE}),
-                  0);
+        token_row_insert(store, "bob", "hb", 7);
         CHECK_INT(token_cache_revalidate(c, store, 10000 + TOKEN_CACHE_CHECK_MS - 1),
                   0); /* not yet */
         CHECK(token_cache_get(c, "h1", 10000 + TOKEN_CACHE_CHECK_MS - 1, &got));
@@ -1230,9 +1236,19 @@ static void test_token_cache(void) {
         CHECK_INT(token_cache_revalidate(c, store, 10200), 0); /* unchanged: kept */
         CHECK(token_cache_get(c, "hb", 10200, &got));
         token_identity_clear(&got);
+        token_row_insert(store, "dave", "hd", 9);
+        token_cache_put(c, "hd", &admin, 10250);
         CHECK_INT(store_token_revoke(store, "bob", 8), 0);
         CHECK_INT(token_cache_revalidate(c, store, 10300), 0);
         CHECK(!token_cache_get(c, "hb", 10300, &got));
+        CHECK(token_cache_get(c, "hd", 10300, &got)); /* still valid: kept */
+        token_identity_clear(&got);
+        /* Revoked and its name given to a new token between two looks (the row is
+         * gone): gone too. */
+        CHECK_INT(store_token_revoke(store, "dave", 10), 0);
+        token_row_insert(store, "dave", "hd2", 11);
+        CHECK_INT(token_cache_revalidate(c, store, 10400), 0);
+        CHECK(!token_cache_get(c, "hd", 10400, &got));
         store_close(store);
         token_cache_free(c);
 

@@ -8,6 +8,7 @@
 #include "util.h"
 
 typedef struct Entry {
+        char *hash;
         TokenIdentity id;
         int64_t read_ms;
 } Entry;
@@ -36,11 +37,15 @@ TokenCache *token_cache_new(void) {
         return c;
 }
 
+static void entry_free(Entry *e) {
+        token_identity_clear(&e->id);
+        free(e->hash);
+        free(e);
+}
+
 static void token_cache_clear(TokenCache *c) {
-        for (size_t i = 0; i < c->n; i++) {
-                token_identity_clear(&c->entries[i]->id);
-                free(c->entries[i]);
-        }
+        for (size_t i = 0; i < c->n; i++)
+                entry_free(c->entries[i]);
         c->n = 0;
         strmap_free(c->by_hash);
         c->by_hash = strmap_new();
@@ -56,13 +61,41 @@ TokenCache *token_cache_free(TokenCache *c) {
         return NULL;
 }
 
+static int valid_token(void *userdata, const StoreToken *t) {
+        if (t->revoked_ms == STORE_NONE)
+                strmap_put(userdata, t->hash, userdata); /* any value but NULL */
+        return 0;
+}
+
+/* Forgets the identities whose token is no longer valid, in one read of the table. */
+static int token_cache_keep_valid(TokenCache *c, Store *store) {
+        StrMap *valid = strmap_new();
+        int r = store_tokens_list(store, valid_token, valid);
+        size_t kept = 0;
+        for (size_t i = 0; i < c->n; i++) {
+                Entry *e = c->entries[i];
+                if (r >= 0 && strmap_get(valid, e->hash))
+                        c->entries[kept++] = e;
+                else {
+                        strmap_remove(c->by_hash, e->hash);
+                        entry_free(e);
+                }
+        }
+        c->n = kept;
+        strmap_free(valid);
+        return r;
+}
+
 int token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms) {
         if (c->stamped && now_ms - c->looked_ms < TOKEN_CACHE_CHECK_MS)
                 return 0;
+        /* The stamp before the list: a change between the two is seen at the next look. */
         StoreTokenStamp stamp;
         int r = store_token_stamp(store, &stamp);
-        if (r < 0 || !c->stamped || memcmp(&stamp, &c->stamp, sizeof(stamp)) != 0)
+        if (r < 0 || !c->stamped)
                 token_cache_clear(c);
+        else if (memcmp(&stamp, &c->stamp, sizeof(stamp)) != 0)
+                r = token_cache_keep_valid(c, store);
         c->stamp = stamp;
         c->stamped = r == 0;
         c->looked_ms = now_ms;
@@ -89,6 +122,7 @@ void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, i
                         c->entries = xrealloc(c->entries, c->cap * sizeof(Entry *));
                 }
                 e = xcalloc(1, sizeof(Entry));
+                e->hash = xstrdup(hash);
                 c->entries[c->n++] = e;
                 strmap_put(c->by_hash, hash, e);
         }

@@ -5,10 +5,12 @@
  * store lookup per request took a quarter of the fleet's rank starts on SQLite, and
  * would be a network round trip each on PostgreSQL. `axctld token` creates, revokes and
  * deletes tokens from another process, so the cache looks at the table's stamp
- * (store_token_stamp) at most every TOKEN_CACHE_CHECK_MS and forgets everything when it
- * changed: a revocation takes effect within that time. Rows edited by hand (a token's
- * projects) change no stamp; they take effect when the identity is TOKEN_CACHE_TTL_MS
- * old. Only tokens the store knew are kept: a client sending unknown tokens costs a
+ * (store_token_stamp) at most every TOKEN_CACHE_CHECK_MS, and when it changed reads the
+ * table's valid hashes once and forgets the identities of every other token: a
+ * revocation takes effect within that time. A token's row is never edited, so the rest
+ * stand (forgetting all of them had a fleet's agents looked up again within a second
+ * whenever a node got its token). Rows edited by hand (a token's projects) change no
+ * stamp; they take effect when the identity is TOKEN_CACHE_TTL_MS old. Only tokens the store knew are kept: a client sending unknown tokens costs a
  * lookup each, as before, and cannot fill the cache.
  */
 #pragma once
@@ -32,6 +34,7 @@ TokenCache *token_cache_free(TokenCache *c);
 bool token_cache_get(TokenCache *c, const char *hash, int64_t now_ms, TokenIdentity *ret);
 /* Keeps a copy of id, read from the store at now_ms. */
 void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, int64_t now_ms);
-/* Forgets every identity if the token table changed since the last look; looks at most
- * every TOKEN_CACHE_CHECK_MS. A failed look forgets them too and returns its error. */
+/* Forgets the identities of tokens revoked or gone if the token table changed since the
+ * last look; looks at most every TOKEN_CACHE_CHECK_MS. A failed look forgets every
+ * identity and returns its error. */
 int token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms);
