@@ -10,7 +10,7 @@
 typedef struct Entry {
         char *hash;
         TokenIdentity id;
-        int64_t read_ms;
+        int64_t read_ms, keep_ms;
 } Entry;
 
 struct TokenCache {
@@ -104,7 +104,7 @@ int token_cache_revalidate(TokenCache *c, Store *store, int64_t now_ms) {
 
 bool token_cache_get(TokenCache *c, const char *hash, int64_t now_ms, TokenIdentity *ret) {
         Entry *e = strmap_get(c->by_hash, hash);
-        if (!e || now_ms - e->read_ms >= TOKEN_CACHE_TTL_MS)
+        if (!e || now_ms - e->read_ms >= e->keep_ms)
                 return false;
         identity_copy(ret, &e->id);
         return true;
@@ -128,4 +128,6 @@ void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, i
         }
         identity_copy(&e->id, id);
         e->read_ms = now_ms;
+        e->keep_ms =
+                TOKEN_CACHE_TTL_MS / 2 + (int64_t) (strmap_hash(hash) % (TOKEN_CACHE_TTL_MS / 2));
 }

@@ -10,8 +10,12 @@
  * revocation takes effect within that time. A token's row is never edited, so the rest
  * stand (forgetting all of them had a fleet's agents looked up again within a second
  * whenever a node got its token). Rows edited by hand (a token's projects) change no
- * stamp; they take effect when the identity is TOKEN_CACHE_TTL_MS old. Only tokens the store knew are kept: a client sending unknown tokens costs a
- * lookup each, as before, and cannot fill the cache.
+ * stamp; they take effect when the identity is TOKEN_CACHE_TTL_MS old at most. Each
+ * identity is kept for a time between half of that and all of it, fixed by its hash, so
+ * that a fleet's agents, read within seconds of each other at a start, are not all read
+ * again together every TOKEN_CACHE_TTL_MS. Only tokens the store knew are kept: a
+ * client sending unknown tokens costs a lookup each, as before, and cannot fill the
+ * cache.
  */
 #pragma once
 
@@ -29,8 +33,8 @@ typedef struct TokenCache TokenCache;
 
 TokenCache *token_cache_new(void);
 TokenCache *token_cache_free(TokenCache *c);
-/* A copy of the identity read for hash less than TOKEN_CACHE_TTL_MS before now_ms (the
- * monotonic clock); false when there is none. */
+/* A copy of the identity read for hash less than its keeping time (TOKEN_CACHE_TTL_MS / 2
+ * to TOKEN_CACHE_TTL_MS) before now_ms (the monotonic clock); false when there is none. */
 bool token_cache_get(TokenCache *c, const char *hash, int64_t now_ms, TokenIdentity *ret);
 /* Keeps a copy of id, read from the store at now_ms. */
 void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, int64_t now_ms);

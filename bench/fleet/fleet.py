@@ -145,6 +145,22 @@ def token_lookups(text):
             re.findall(r'axctl_token_lookups_total\{from="(\w+)"\} (\d+)', text)}
 
 
+def watch_store_lookups(url, stop, out):
+    """The most tokens read from the store in one second (/metrics each second), into
+    out["token_lookups_store_max_per_s"], until stop is set."""
+    last, most = None, 0
+    while not stop.wait(1.0):
+        try:
+            now = token_lookups(get(url + "/metrics")).get("store", 0)
+        except Exception:
+            last = None  # a restart: counting starts again
+            continue
+        if last is not None:
+            most = max(most, now - last)
+        last = now
+        out["token_lookups_store_max_per_s"] = most
+
+
 def node_lost_total(text):
     """Restarts for lost nodes, from the controller's /metrics text."""
     m = re.search(r'axctl_restarts_total\{reason="node_lost"\} (\d+)', text)
@@ -239,6 +255,10 @@ def main():
         metrics = get(url + "/metrics")
         lost_before, loop0 = node_lost_total(metrics), loop_sums(metrics)
         tokens0 = token_lookups(metrics)
+        stop_watch = threading.Event()
+        if args.auth:
+            threading.Thread(target=watch_store_lookups, args=(url, stop_watch, out),
+                             daemon=True).start()
         if args.restart_at:
             time.sleep(max(0, args.restart_at - (time.monotonic() - t0)))
             ctl, killed, out["restart_serving_s"], out["restart_first_answer_s"] = \
@@ -257,6 +277,7 @@ def main():
         out["node_lost_restarts"] = node_lost_total(metrics) - lost_before
         loop1 = loop_sums(metrics)
         tokens1 = token_lookups(metrics)
+        stop_watch.set()
         for where in ("cache", "store"):  # per second, over the measured window
             out["token_lookups_%s_per_s" % where] = round(
                 (tokens1.get(where, 0) - tokens0.get(where, 0)) / (w1 - w0), 1)
