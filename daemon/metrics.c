@@ -62,8 +62,8 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
         fprintf(f, "axctl_db_checkpoints_total{on=\"commit\"} %llu\n",
                 (unsigned long long) on_commit);
         metrics_write_header(f, "axctl_token_lookups_total", "counter",
-                             "Bearer tokens identified, from the cache of those read lately or "
-                             "from the store.");
+                             "Bearer-token lookups, answered from the cache of those read "
+                             "lately or from the store (unknown and revoked tokens too).");
         fprintf(f, "axctl_token_lookups_total{from=\"cache\"} %llu\n",
                 (unsigned long long) ctl->token_lookups[0]);
         fprintf(f, "axctl_token_lookups_total{from=\"store\"} %llu\n",

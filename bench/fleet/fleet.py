@@ -117,6 +117,8 @@ def store_node_tokens(db, nodes, tmp):
     secret = secrets.token_hex(16)
     now = int(time.time() * 1000)
     with sqlite3.connect(db) as con:
+        # A kept database (--db) has them from the last run, with another secret.
+        con.execute("DELETE FROM token WHERE name LIKE 'node-sim%'")
         con.executemany(
             "INSERT INTO token (name, hash, role, projects, node, created_ms)"
             " VALUES (?, ?, 'agent', '[]', ?, ?)",
@@ -128,15 +130,18 @@ def store_node_tokens(db, nodes, tmp):
     return path
 
 
-def churn_tokens(args, db, stop):
+def churn_tokens(args, db, stop, out):
     """Creates a token every args.token_churn_s seconds, from another process, as an
-    operator adding a node's token does; until stop is set."""
+    operator adding a node's token does; until stop is set. Counts those created and
+    those that failed (out["tokens_churned"], out["token_churn_failures"])."""
     n = 0
+    out["tokens_churned"] = out["token_churn_failures"] = 0
     while not stop.wait(args.token_churn_s):
         n += 1
-        subprocess.run([os.path.join(args.build, "axctld"), "token", "create", "--db", db,
-                        "--name", "churn-%d-%d" % (os.getpid(), n), "--role", "user",
-                        "--project", "default"], check=True, capture_output=True)
+        done = subprocess.run([os.path.join(args.build, "axctld"), "token", "create", "--db",
+                               db, "--name", "churn-%d-%d" % (os.getpid(), n), "--role", "user",
+                               "--project", "default"], capture_output=True)
+        out["tokens_churned" if done.returncode == 0 else "token_churn_failures"] += 1
 
 
 def token_lookups(text):
@@ -243,8 +248,10 @@ def main():
                            + (["--node-token-file", node_token_file] if node_token_file else []),
                            stdout=subprocess.PIPE)
     stop_churn = threading.Event()
+    churned = {}
     if args.token_churn_s:
-        threading.Thread(target=churn_tokens, args=(args, db, stop_churn), daemon=True).start()
+        threading.Thread(target=churn_tokens, args=(args, db, stop_churn, churned),
+                         daemon=True).start()
     # Whatever goes wrong (a /metrics that times out under a stalled controller), leave
     # no controller or simulator running to skew the next measurement.
     try:
@@ -295,6 +302,7 @@ def main():
         out["repeated_reports"] = round(repeated / (parsed + repeated), 3) if parsed + repeated else None
         health = json.loads(get(url + "/healthz"))
         out["ready_nodes"] = health.get("ready_nodes")
+        out.update(churned)
         simout = sim.communicate(timeout=60)[0].decode()
         out.update(json.loads(simout))
         ctl.send_signal(signal.SIGTERM)

@@ -255,6 +255,16 @@ class LoadingTest(axtest.ClusterTestCase):
             time.sleep(0.005)  # spread, as in the test above: no SYN dropped
             clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
         self.addCleanup(lambda: [s.close() for s in clients])
+
+        def sockets():  # the listening one and those accepted
+            n = 0
+            for fd in os.listdir("/proc/%d/fd" % proc.pid):
+                try:
+                    n += os.readlink("/proc/%d/fd/%s" % (proc.pid, fd)).startswith("socket:")
+                except FileNotFoundError:
+                    pass  # closed meanwhile
+            return n
+        axtest.wait_for(lambda: sockets() >= 33, 10, "32 connections accepted")
         self.assertNotIn("serving on", log(), "the load was over before the clients connected")
         for s in clients:
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

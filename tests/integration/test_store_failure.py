@@ -101,7 +101,7 @@ class StoreFailureTest(axtest.ClusterTestCase):
 
     def test_full_disk_as_a_job_ends_counts_its_goodput_once(self):
         """The turn that ends a job writes its state, its goodput figures and its
-        project's sums together: on a full disk all of it is rolled back, and once the
+        project's sums: on a full disk it fails and leaves none of them, and once the
         controller runs again the job ends once and is counted once."""
         c = axtest.Cluster(1, name=self._testMethodName)
         self.addCleanup(self._finish_cluster, c)
@@ -114,11 +114,10 @@ class StoreFailureTest(axtest.ClusterTestCase):
                         "command": ["sh", "-c", "while [ ! -e %s ]; do sleep 0.02; done" % flag],
                         "env": {"AXTEST_MARKER": c.marker}})
         c.wait_running(job["id"])
-        with open(os.path.join(disk, "filler"), "wb") as f:
+        with open(os.path.join(disk, "filler"), "wb", buffering=0) as f:  # nothing left to flush
             try:
                 while True:
                     f.write(b"\0" * 65536)
-                    f.flush()
             except OSError as e:
                 self.assertEqual(e.errno, errno.ENOSPC)
         time.sleep(1)  # a running job's syncs write nothing: the end is the next write
