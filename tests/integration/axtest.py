@@ -1143,6 +1143,14 @@ class ClusterTestCase(unittest.TestCase):
             self.skipTest("mounting a tmpfs needs root")
         self.addCleanup(subprocess.run, ["umount", "-l", path])
 
+    def assert_exits_on_database_failure(self, cluster, timeout=10):
+        """axctld exits non-zero, its log saying it stopped because its database failed."""
+        proc = cluster.controller.proc
+        wait_for(lambda: proc.poll() is not None, timeout, "axctld to exit")
+        self.assertNotEqual(proc.returncode, 0)
+        with open(cluster.controller.stderr_path, errors="replace") as f:
+            self.assertIn("stopping: the state database failed", f.read())
+
     def assert_no_ranks_alive(self, cluster, job_id, timeout=10):
         wait_for(lambda: not rank_processes(cluster.marker, job_id), timeout,
                  "no rank process of job %d alive" % job_id)

@@ -84,11 +84,7 @@ class PgStoreTest(axtest.WithPgServer, axtest.ClusterTestCase):
         status, body = refused
         self.assertEqual((status, body["error"]["code"]), (503, "unavailable"), body)
         self.assertIn("database", body["error"]["message"])
-        proc = c.controller.proc
-        axtest.wait_for(lambda: proc.poll() is not None, 10, "axctld to exit")
-        self.assertNotEqual(proc.returncode, 0)
-        with open(c.controller.stderr_path, errors="replace") as f:
-            self.assertIn("stopping: the state database failed", f.read())
+        self.assert_exits_on_database_failure(c)
         # The operator grows the disk; the restarted controller has every job it
         # acknowledged, whole, and takes new ones.
         subprocess.run(["mount", "-o", "remount,size=64m", disk], check=True)

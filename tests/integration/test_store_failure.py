@@ -75,14 +75,7 @@ class StoreFailureTest(axtest.ClusterTestCase):
             self.assertEqual(status, 503, body)
         except OSError:
             pass  # it may already have exited; the exit status below still counts
-        proc = c.controller.proc
-        deadline = time.monotonic() + 10 * axtest.TIME_SCALE
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.assertIsNotNone(proc.poll(), "axctld did not exit after its database failed")
-        self.assertNotEqual(proc.returncode, 0)
-        with open(c.controller.stderr_path, errors="replace") as f:
-            self.assertIn("stopping: the state database failed", f.read())
+        self.assert_exits_on_database_failure(c)
         # The operator frees space (here: moves the database to a larger disk); the
         # restarted controller has every acknowledged job, intact.
         roomy = os.path.join(c.tmp, "roomy")
@@ -123,10 +116,7 @@ class StoreFailureTest(axtest.ClusterTestCase):
         time.sleep(1)  # a running job's syncs write nothing: the end is the next write
         self.assertEqual(c.api("GET", "/healthz")[0], 200, "a write before the job's end")
         open(flag, "w").close()
-        proc = c.controller.proc
-        axtest.wait_for(lambda: proc.poll() is not None, 20, "axctld to exit")
-        with open(c.controller.stderr_path, errors="replace") as f:
-            self.assertIn("stopping: the state database failed", f.read())
+        self.assert_exits_on_database_failure(c, timeout=20)
         db = sqlite3.connect(c.db)
         self.addCleanup(db.close)
         self.assertEqual(db.execute("SELECT state FROM job WHERE id = ?",
