@@ -117,10 +117,7 @@ void token_cache_put(TokenCache *c, const char *hash, const TokenIdentity *id, i
         else {
                 if (c->n == TOKEN_CACHE_MAX)
                         token_cache_clear(c);
-                if (c->n == c->cap) {
-                        c->cap = c->cap ? 2 * c->cap : 64;
-                        c->entries = xrealloc(c->entries, c->cap * sizeof(Entry *));
-                }
+                GROW(c->entries, c->n, c->cap);
                 e = xcalloc(1, sizeof(Entry));
                 e->hash = xstrdup(hash);
                 c->entries[c->n++] = e;
