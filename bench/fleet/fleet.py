@@ -53,6 +53,11 @@ def get(url, timeout=5):
         return r.read().decode()
 
 
+def on_cpu(cpu):
+    """For Popen: the child (and every thread it starts) runs on that CPU only."""
+    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+
 def start_controller(args, db, port):
     argv = [os.path.join(args.build, "axctld"), "--listen", "127.0.0.1:%d" % port,
             "--db", db, "--lease-ms", str(args.lease_ms), "--grace-ms", str(args.grace_ms),
@@ -61,7 +66,8 @@ def start_controller(args, db, port):
     if args.auth:
         argv.append("--auth")
     argv += args.axctld_arg
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(db + ".log", "ab"))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(db + ".log", "ab"),
+                            preexec_fn=on_cpu(args.controller_cpu))
     line = proc.stdout.readline().decode()
     m = re.search(r"listening on http://[^:]+:(\d+)", line)
     if not m:
@@ -216,7 +222,14 @@ def main():
                    help="with --auth: each agent uses its own agent token, bound to its node")
     p.add_argument("--token-churn-s", type=float, default=0,
                    help="with --auth: a token is created every this many seconds")
+    p.add_argument("--pin", action="store_true",
+                   help="axctld on the first CPU, fleetsim on the second: the controller has "
+                        "one core of its own")
     args = p.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) < 2:
+        p.error("--pin needs two CPUs, this process may use %d" % len(cpus))
+    args.controller_cpu, sim_cpu = (cpus[0], cpus[1]) if args.pin else (None, None)
     if (args.node_tokens or args.token_churn_s) and not args.auth:
         p.error("--node-tokens and --token-churn-s need --auth")
 
@@ -246,7 +259,7 @@ def main():
                            + (["--step-s", str(args.step_s)] if args.step_s else [])
                            + (["--token-file", token_file] if TOKEN else [])
                            + (["--node-token-file", node_token_file] if node_token_file else []),
-                           stdout=subprocess.PIPE)
+                           stdout=subprocess.PIPE, preexec_fn=on_cpu(sim_cpu))
     stop_churn = threading.Event()
     churned = {}
     if args.token_churn_s:
@@ -303,6 +316,8 @@ def main():
         health = json.loads(get(url + "/healthz"))
         out["ready_nodes"] = health.get("ready_nodes")
         out.update(churned)
+        if args.pin:
+            out["pinned"] = True
         simout = sim.communicate(timeout=60)[0].decode()
         out.update(json.loads(simout))
         ctl.send_signal(signal.SIGTERM)
