@@ -365,9 +365,40 @@ Job *job_free(Job *job) {
         for (int i = 0; i < job->n_ranks; i++)
                 rank_clear(&job->ranks[i]);
         free(job->ranks);
+        free(job->held_node);
+        free(job->held_devices);
         job_gang_clear(&job->gang);
         free(job);
         return NULL;
+}
+
+static int job_devices_per_rank(const Job *job) {
+        return job->spec->accelerators_per_rank > 0 ? job->spec->accelerators_per_rank : 0;
+}
+
+void model_job_ranks_new(Job *job, int n) {
+        for (int i = 0; i < job->n_ranks; i++)
+                rank_clear(&job->ranks[i]);
+        free(job->ranks);
+        free(job->held_node);
+        free(job->held_devices);
+        size_t n_devices = (size_t) n * (size_t) job_devices_per_rank(job);
+        job->n_ranks = n;
+        job->ranks = xcalloc((size_t) n + 1, sizeof(Rank));
+        job->held_node = xmalloc(((size_t) n + 1) * sizeof(int));
+        job->held_devices = xmalloc((n_devices + 1) * sizeof(int));
+        for (int i = 0; i < n; i++)
+                job->held_node[i] = -1;
+        for (size_t i = 0; i < n_devices; i++)
+                job->held_devices[i] = -1;
+}
+
+void model_rank_held_set(const Model *m, Job *job, const Rank *r) {
+        int k = (int) (r - job->ranks), apr = job_devices_per_rank(job);
+        bool held = r->alive && model_rank_node(m, r);
+        job->held_node[k] = held ? r->node_index : -1;
+        for (int d = 0; d < apr; d++)
+                job->held_devices[k * apr + d] = held && d < r->n_devices ? r->devices[d] : -1;
 }
 
 Node *node_free(Node *node) {

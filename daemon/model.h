@@ -105,6 +105,12 @@ typedef struct Job {
         int n_attempts;
         Rank *ranks; /* of the current attempt */
         int n_ranks;
+        /* Its ranks as a scheduling pass reads them, so that a pass reads two arrays per
+         * job and not each rank's struct, devices and node: per rank its node's index
+         * while it may be alive (else -1), then spec->accelerators_per_rank device
+         * indexes per rank (-1: none). Kept by model_rank_held_set. */
+        int *held_node;
+        int *held_devices;
         int64_t restart_at_ms; /* monotonic: when a restarting job may be placed again */
         int64_t failed_at_ms; /* monotonic: when the last failure was detected, 0 none */
         int quick_failures; /* failures in a row without progress: the backoff exponent */
@@ -269,6 +275,12 @@ static inline Node *model_rank_node(const Model *m, const Rank *r) {
                        ? m->nodes[r->node_index]
                        : NULL;
 }
+
+/* Gives job n fresh ranks (the old ones freed), none of them holding anything yet. */
+void model_job_ranks_new(Job *job, int n);
+/* Writes what rank r of job holds into job->held_node and held_devices: call it
+ * wherever a rank is placed, restored, or gone. */
+void model_rank_held_set(const Model *m, Job *job, const Rank *r);
 
 void model_init(Model *m);
 void model_clear(Model *m);

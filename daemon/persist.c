@@ -412,10 +412,8 @@ static int load_rank(void *ud, const StoreRank *sr) {
         Job *job = model_job_find(m, sr->job);
         if (!job || sr->rank < 0 || sr->rank >= job->spec->ranks)
                 return 0;
-        if (!job->ranks) {
-                job->n_ranks = job->spec->ranks;
-                job->ranks = xcalloc((size_t) job->n_ranks + 1, sizeof(Rank));
-        }
+        if (!job->ranks)
+                model_job_ranks_new(job, job->spec->ranks);
         Rank *r = &job->ranks[sr->rank];
         rank_clear(r);
         json_error_t jerr;
@@ -437,6 +435,7 @@ static int load_rank(void *ud, const StoreRank *sr) {
                 r->devices[i] = (int) json_integer_value(json_array_get(devs, (size_t) i));
         json_decref(devs);
         tr_rank_restore(r, sr->state, sr->alive);
+        model_rank_held_set(m, job, r);
         if (r->alive)
                 model_active_add(m, job);
         return 0;
@@ -654,6 +653,7 @@ int persist_load_ended(Store *store, Model *m, int64_t first_id, int64_t last_id
                                 Node *node =
                                         rk->node_name ? model_node_find(m, rk->node_name) : NULL;
                                 rk->node_index = node ? node->index : -1;
+                                model_rank_held_set(m, job, rk);
                         }
                 }
                 model_jobs_merge(m, l.read.jobs, l.read.n_jobs);

@@ -22,8 +22,6 @@ typedef struct Snapshot {
         SchedLabel *selector_pool;
         Job **job_of; /* parallel to s.jobs */
         Job **running_of; /* parallel to s.running */
-        int *rank_nodes; /* storage behind s.running[].rank_node */
-        int *rank_devices; /* and rank_devices */
 } Snapshot;
 
 /* Fills a scheduler node from a Node; labels point into the node's JSON. */
@@ -107,7 +105,6 @@ static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
 static void snapshot_running(Controller *ctl, Snapshot *snap) {
         int n = 0, cap = 16;
         Job **jobs = xmalloc((size_t) cap * sizeof(Job *));
-        size_t n_slots = 0, n_dev = 0;
         for (int i = 0; i < ctl->model.n_nodes; i++) {
                 Node *node = ctl->model.nodes[i];
                 for (int k = 0; k < node->n_jobs; k++) {
@@ -120,30 +117,13 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                                 jobs = xrealloc(jobs, (size_t) cap * sizeof(Job *));
                         }
                         jobs[n++] = job;
-                        n_slots += (size_t) job->n_ranks;
-                        n_dev += (size_t) job->n_ranks * (size_t) job->spec->accelerators_per_rank;
                 }
         }
         snap->s.running = xcalloc((size_t) n + 1, sizeof(SchedRunning));
         snap->running_of = xcalloc((size_t) n + 1, sizeof(Job *));
-        snap->rank_nodes = xcalloc(n_slots + 1, sizeof(int));
-        snap->rank_devices = xcalloc(n_dev + 1, sizeof(int));
-        size_t slot = 0, dev = 0;
         for (int j = 0; j < n; j++) {
                 Job *job = jobs[j];
                 job->in_running = false;
-                int apr = job->spec->accelerators_per_rank;
-                int *rank_node = snap->rank_nodes + slot, *rank_devices = snap->rank_devices + dev;
-                for (int k = 0; k < job->n_ranks; k++) {
-                        Rank *r = &job->ranks[k];
-                        Node *node = r->alive ? model_rank_node(&ctl->model, r) : NULL;
-                        rank_node[k] = node ? node->index : -1;
-                        for (int d = 0; d < apr; d++)
-                                rank_devices[k * apr + d] =
-                                        node && d < r->n_devices ? r->devices[d] : -1;
-                }
-                slot += (size_t) job->n_ranks;
-                dev += (size_t) job->n_ranks * (size_t) apr;
                 Attempt *a = job_current_attempt(job);
                 snap->running_of[snap->s.n_running] = job;
                 snap->s.running[snap->s.n_running++] =
@@ -155,12 +135,12 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                                        .started_ms = a ? a->started_ms : job->created_ms,
                                        .stopping = !job_attempt_live(job),
                                        .accelerator = job->spec->accelerator,
-                                       .accelerators_per_rank = apr,
+                                       .accelerators_per_rank = job->spec->accelerators_per_rank,
                                        .cpus = job->spec->cpus,
                                        .memory_mb = job->spec->memory_mb,
                                        .n_ranks = job->n_ranks,
-                                       .rank_node = rank_node,
-                                       .rank_devices = rank_devices};
+                                       .rank_node = job->held_node,
+                                       .rank_devices = job->held_devices};
         }
         free(jobs);
 }
@@ -174,8 +154,6 @@ static void snapshot_free(Snapshot *snap) {
         free(snap->selector_pool);
         free(snap->job_of);
         free(snap->running_of);
-        free(snap->rank_nodes);
-        free(snap->rank_devices);
 }
 
 /* Whether job is in the queue now: pending, or restarting or preempted with its old

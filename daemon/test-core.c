@@ -98,6 +98,21 @@ static Node *node_new(Model *m, const char *name) {
         return node;
 }
 
+/* What a scheduling pass reads of job's ranks is what the ranks hold: the node of each
+ * rank that may be alive (want_node, per rank; -1: none) and its devices. */
+static void check_held(const Model *m, const Job *job, const int *want_node) {
+        int apr = job->spec->accelerators_per_rank;
+        for (int k = 0; k < job->n_ranks; k++) {
+                const Rank *r = &job->ranks[k];
+                CHECK_INT(job->held_node[k], want_node[k]);
+                CHECK_INT(job->held_node[k],
+                          r->alive && model_rank_node(m, r) ? r->node_index : -1);
+                for (int d = 0; d < apr; d++)
+                        CHECK_INT(job->held_devices[k * apr + d],
+                                  want_node[k] >= 0 && d < r->n_devices ? r->devices[d] : -1);
+        }
+}
+
 /* A store of its own, for a test that drives the model and the turn directly. */
 static Store *store_of_test(const char *name) {
         char path[256];
@@ -127,6 +142,7 @@ static void test_turn(void) {
         CHECK(n1->version > v0);
         CHECK_INT(n1->alive_ranks, 2);
         CHECK_INT(n1->used_cpus, 2 * job->spec->cpus);
+        check_held(&m, job, (int[]){0, 0});
         CHECK(t.tx_open);
         CHECK_INT(t.n_dirty_jobs, 1);
         CHECK(t.dirty_jobs[0] == job);
@@ -141,9 +157,11 @@ static void test_turn(void) {
         CHECK(n1->version > v1);
         CHECK_INT(r0->stop_version, n1->version);
         CHECK(r0->alive);
+        check_held(&m, job, (int[]){0, 0});
         tr_rank_gone(&t, job, r0);
         CHECK(!r0->alive);
         CHECK_INT(n1->alive_ranks, 1);
+        check_held(&m, job, (int[]){-1, 0});
         CHECK(turn_take_effects(&t, TURN_SWEEP) == TURN_SWEEP);
 
         /* One known dead (its node was lost) leaves it too: no kill to confirm, but the
@@ -156,6 +174,7 @@ static void test_turn(void) {
         CHECK(n1->version > v2);
         CHECK_INT(r1->stop_version, 0);
         CHECK_INT(n1->alive_ranks, 0);
+        check_held(&m, job, (int[]){-1, -1});
 
         /* Illegal: refused, counted, nothing changes and nothing is written. */
         int before = events(store, job->id);
@@ -561,12 +580,15 @@ static void test_start_timeout_and_restart(void) {
         CHECK(again.rank_ms == rate.rank_ms + 1000);
         CtlError err = {0};
         Node *third_node = ctl_node_find(ctl, job->ranks[0].node_name);
+        check_held(&ctl->model, job, (int[]){third_node->index}); /* as loaded */
         CHECK(ctl_job_cancel(ctl, id, &job, &err) == 0);
         CHECK(ctl_end_turn(ctl) == 0);
+        check_held(&ctl->model, job, (int[]){third_node->index}); /* until confirmed */
         WireRankReport stopped = {
                 .job = id, .attempt = 3, .rank = 0, .exited = true, .signal = 15, .step = -1};
         sync_ranks(ctl, third_node, &stopped, 1);
         CHECK(ctl_end_turn(ctl) == 0);
+        check_held(&ctl->model, job, (int[]){-1});
         Job *stored = persist_load_job(ctl->store, id);
         CHECK(stored && stored->n_attempts == 3);
         ctl->cfg.job_retention_ms = 0;
@@ -829,6 +851,36 @@ static void test_restart_keeps_nodes(void) {
         n3 = ctl_node_find(ctl, "n3");
         CHECK(n3->cpus == 0 && n3->n_devices == 0);
         CHECK_STR(n3->inventory, "{}");
+        ctl_free(ctl);
+}
+
+/* A pass reads the devices a gang's ranks hold from the job, placed or loaded. */
+static void test_held_devices(void) {
+        Controller *ctl = controller("held");
+        json_t *gpus = json_pack("{s:i,s:i,s:[{s:s},{s:s}]}", "cpus", 96, "memory_mb", 4096,
+                                 "accelerators", "kind", "nvidia-h100", "kind", "nvidia-h100");
+        WireRegister msg = {.node = "g1", .boot_id = "boot-1", .inventory = gpus};
+        Node *g1 = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_register(ctl, &msg, &g1, &err) == 0);
+        json_decref(gpus);
+        Job *job = submit_spec(ctl,
+                               json_pack("{s:s,s:s,s:[s],s:i,s:{s:s,s:i}}", "project", "p", "user",
+                                         "u", "command", "/bin/true", "ranks", 2, "resources",
+                                         "accelerator", "nvidia-h100", "accelerators_per_rank", 1));
+        wait_for_scheduler(ctl);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(job->state, JOB_STARTING);
+        check_held(&ctl->model, job, (int[]){g1->index, g1->index});
+        CHECK(job->held_devices[0] + job->held_devices[1] == 1); /* one GPU each */
+        int64_t id = job->id;
+        int first_device = job->held_devices[0];
+        ctl_free(ctl);
+        ctl = controller("held");
+        job = ctl_job_find(ctl, id);
+        g1 = ctl_node_find(ctl, "g1");
+        check_held(&ctl->model, job, (int[]){g1->index, g1->index});
+        CHECK_INT(job->held_devices[0], first_device);
         ctl_free(ctl);
 }
 
@@ -1406,6 +1458,7 @@ int main(void) {
         test_killed_mid_turn();
         test_start_timeout_and_restart();
         test_restart_keeps_nodes();
+        test_held_devices();
         test_drains_are_counted();
         test_retired_jobs_stay_in_the_store();
         test_jobs_per_user_bounded();

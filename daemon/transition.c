@@ -259,6 +259,7 @@ void tr_rank_gone(Turn *t, Job *job, Rank *r) {
         if (!r->alive)
                 return;
         r->alive = false;
+        model_rank_held_set(t->model, job, r);
         Node *node = model_rank_node(t->model, r);
         if (node)
                 model_node_hold(node, job, r, -1);
@@ -368,9 +369,7 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
                 return refuse(t, what, job_state_to_string(job->state), "starting");
         }
         Model *m = t->model;
-        for (int i = 0; i < job->n_ranks; i++)
-                rank_clear(&job->ranks[i]);
-        free(job->ranks);
+        model_job_ranks_new(job, pl->n_ranks);
         job->attempt++;
         job->attempts = xrealloc(job->attempts, (size_t) (job->n_attempts + 1) * sizeof(Attempt));
         Attempt *a = &job->attempts[job->n_attempts++];
@@ -381,8 +380,6 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
                        .end_reason = _END_REASON_INVALID,
                        .dirty = true};
         model_rate_count(&m->rate, job, a, 1);
-        job->n_ranks = pl->n_ranks;
-        job->ranks = xcalloc((size_t) pl->n_ranks + 1, sizeof(Rank));
         /* Node ranks in order of first appearance; local ranks count up per node. */
         int *node_rank_of = xcalloc((size_t) m->n_nodes + 1, sizeof(int));
         int *local_count = xcalloc((size_t) m->n_nodes + 1, sizeof(int));
@@ -419,6 +416,7 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
                         memcpy(rk->devices, pl->rank_devices + (size_t) r * (size_t) apr,
                                (size_t) apr * sizeof(int));
                 model_node_hold(node_of[ni], job, rk, 1);
+                model_rank_held_set(m, job, rk);
         }
         free(node_rank_of);
         free(local_count);
