@@ -293,6 +293,7 @@ static void node_capacity_set(Node *node, json_t *inventory) {
         json_t *acc = json_object_get(inventory, "accelerators");
         node->n_devices = (int) json_array_size(acc);
         node->devices = xcalloc((size_t) node->n_devices + 1, sizeof(NodeDevice));
+        node->sched_names_gen = 0;
         free(node->device_used);
         node->device_used = xcalloc((size_t) node->n_devices + 1, sizeof(int));
         for (int i = 0; i < node->n_devices; i++) {
@@ -372,17 +373,13 @@ Job *job_free(Job *job) {
         return NULL;
 }
 
-static int job_devices_per_rank(const Job *job) {
-        return job->spec->accelerators_per_rank > 0 ? job->spec->accelerators_per_rank : 0;
-}
-
 void model_job_ranks_new(Job *job, int n) {
         for (int i = 0; i < job->n_ranks; i++)
                 rank_clear(&job->ranks[i]);
         free(job->ranks);
         free(job->held_node);
         free(job->held_devices);
-        size_t n_devices = (size_t) n * (size_t) job_devices_per_rank(job);
+        size_t n_devices = (size_t) n * (size_t) job->spec->accelerators_per_rank;
         job->n_ranks = n;
         job->ranks = xcalloc((size_t) n + 1, sizeof(Rank));
         job->held_node = xmalloc(((size_t) n + 1) * sizeof(int));
@@ -394,7 +391,7 @@ void model_job_ranks_new(Job *job, int n) {
 }
 
 void model_rank_held_set(const Model *m, Job *job, const Rank *r) {
-        int k = (int) (r - job->ranks), apr = job_devices_per_rank(job);
+        int k = (int) (r - job->ranks), apr = job->spec->accelerators_per_rank;
         bool held = r->alive && model_rank_node(m, r);
         job->held_node[k] = held ? r->node_index : -1;
         for (int d = 0; d < apr; d++)

@@ -111,6 +111,10 @@ typedef struct Job {
          * indexes per rank (-1: none). Kept by model_rank_held_set. */
         int *held_node;
         int *held_devices;
+        /* The scheduler's copies of its project, user and accelerator names (schedule.c),
+         * valid while sched_names_gen is the scheduler's. */
+        const char *sched_project, *sched_user, *sched_accelerator;
+        uint64_t sched_names_gen;
         int64_t restart_at_ms; /* monotonic: when a restarting job may be placed again */
         int64_t failed_at_ms; /* monotonic: when the last failure was detected, 0 none */
         int quick_failures; /* failures in a row without progress: the backoff exponent */
@@ -142,6 +146,7 @@ typedef struct Job {
 
 typedef struct NodeDevice {
         char *kind;
+        const char *sched_kind; /* the scheduler's copy of kind, of Node.sched_names_gen */
         int numa_node;
         int pcie_switch;
 } NodeDevice;
@@ -180,6 +185,7 @@ struct Node {
         int used_cpus;
         int64_t used_memory_mb;
         int *device_used; /* per inventory device: alive ranks holding it */
+        uint64_t sched_names_gen; /* of its devices' sched_kind; 0: none taken */
         int alive_ranks;
         struct NodeJob *jobs; /* jobs with alive ranks here, and how many */
         int n_jobs, cap_jobs;

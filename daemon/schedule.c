@@ -24,8 +24,66 @@ typedef struct Snapshot {
         Job **running_of; /* parallel to s.running */
 } Snapshot;
 
+static void sched_names_drop(Scheduling *s) {
+        for (int i = 0; i < s->n_names; i++)
+                free(s->name_copies[i]);
+        free(s->name_copies);
+        s->name_copies = NULL;
+        s->n_names = s->cap_names = 0;
+        s->names = strmap_free(s->names);
+}
+
+/*
+ * Before a pass's snapshot: the copies then stay valid through the pass (it adds some,
+ * never drops any). The names the first pass of a generation took are the ones in use;
+ * the copies go when the rest (names no job has any more, a hostile user's many) come to
+ * outnumber them, keeping at least SCHED_NAMES_MAX, so that a fleet with more names in
+ * use than that does not copy them all again every pass.
+ */
+static void sched_names_begin(Scheduling *s) {
+        if (s->names && s->names_in_use < 0)
+                s->names_in_use = s->n_names;
+        int limit = s->names_in_use > SCHED_NAMES_MAX / 2 ? 2 * s->names_in_use : SCHED_NAMES_MAX;
+        if (s->names && s->n_names < limit)
+                return;
+        sched_names_drop(s);
+        s->names = strmap_new();
+        s->names_gen++;
+        s->names_in_use = -1;
+}
+
+static const char *sched_name(Scheduling *s, const char *name) {
+        if (!name)
+                return NULL;
+        const char *copy = strmap_get(s->names, name);
+        if (copy)
+                return copy;
+        GROW(s->name_copies, s->n_names, s->cap_names);
+        char *c = s->name_copies[s->n_names++] = xstrdup(name);
+        strmap_put(s->names, name, c);
+        return c;
+}
+
+static void job_names_take(Scheduling *s, Job *job) {
+        if (job->sched_names_gen == s->names_gen)
+                return;
+        job->sched_project = sched_name(s, job->spec->project);
+        job->sched_user = sched_name(s, job->spec->user);
+        job->sched_accelerator = sched_name(s, job->spec->accelerator);
+        job->sched_names_gen = s->names_gen;
+}
+
+static void node_names_take(Scheduling *s, Node *node) {
+        if (node->sched_names_gen == s->names_gen)
+                return;
+        for (int d = 0; d < node->n_devices; d++)
+                node->devices[d].sched_kind = sched_name(s, node->devices[d].kind);
+        node->sched_names_gen = s->names_gen;
+}
+
 /* Fills a scheduler node from a Node; labels point into the node's JSON. */
-static void sched_node_fill(Node *node, SchedNode *sn, SchedDevice *devices, SchedLabel *labels) {
+static void sched_node_fill(Node *node, SchedNode *sn, SchedDevice *devices, SchedLabel *labels,
+                            bool shared_names) {
         *sn = (SchedNode){.name = node->name,
                           .schedulable = node->state == NODE_READY,
                           .cpus_free = node->cpus,
@@ -36,7 +94,8 @@ static void sched_node_fill(Node *node, SchedNode *sn, SchedDevice *devices, Sch
                           .devices = devices,
                           .labels = labels};
         for (int d = 0; d < node->n_devices; d++)
-                sn->devices[d] = (SchedDevice){.kind = node->devices[d].kind,
+                sn->devices[d] = (SchedDevice){.kind = shared_names ? node->devices[d].sched_kind
+                                                                    : node->devices[d].kind,
                                                .numa_node = node->devices[d].numa_node,
                                                .pcie_switch = node->devices[d].pcie_switch,
                                                .free = true};
@@ -47,17 +106,18 @@ static void sched_node_fill(Node *node, SchedNode *sn, SchedDevice *devices, Sch
         }
 }
 
+/* A job's names are the scheduler's copies (job_names_take), a spec's its own. */
 static void sched_job_fill(const JobSpec *spec, const Job *job, SchedJob *sj,
                            SchedLabel *selector) {
         *sj = (SchedJob){.id = job ? job->id : 0,
-                         .project = spec->project,
-                         .user = spec->user,
+                         .project = job ? job->sched_project : spec->project,
+                         .user = job ? job->sched_user : spec->user,
                          .priority = spec->priority,
                          .created_ms = job ? job->created_ms : 0,
                          .submitted_ms = job ? job->queued_ms : 0,
                          .ranks = spec->ranks,
                          .ranks_per_node = spec->ranks_per_node,
-                         .accelerator = spec->accelerator,
+                         .accelerator = job ? job->sched_accelerator : spec->accelerator,
                          .accelerators_per_rank = spec->accelerators_per_rank,
                          .cpus = spec->cpus,
                          .memory_mb = spec->memory_mb,
@@ -71,8 +131,9 @@ static void sched_job_fill(const JobSpec *spec, const Job *job, SchedJob *sj,
         }
 }
 
-/* Nodes with their free capacity (after what alive ranks hold, when with_usage). */
-static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
+/* Nodes with their free capacity (after what alive ranks hold, when for_pass: then
+ * with the scheduler's copies of kind names). */
+static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool for_pass) {
         size_t n_labels = 0, n_devices = 0;
         for (int i = 0; i < ctl->model.n_nodes; i++) {
                 n_labels += json_object_size(ctl->model.nodes[i]->labels);
@@ -84,10 +145,13 @@ static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool with_usage) {
         for (int i = 0, off = 0, dev = 0; i < ctl->model.n_nodes; i++) {
                 Node *node = ctl->model.nodes[i];
                 SchedNode *sn = &snap->s.nodes[i];
-                sched_node_fill(node, sn, snap->device_pool + dev, snap->label_pool + off);
+                if (for_pass)
+                        node_names_take(&ctl->sched, node);
+                sched_node_fill(node, sn, snap->device_pool + dev, snap->label_pool + off,
+                                for_pass);
                 off += sn->n_labels;
                 dev += node->n_devices;
-                if (!with_usage)
+                if (!for_pass)
                         continue;
                 sn->cpus_free -= node->used_cpus;
                 if (sn->memory_free_mb >= 0)
@@ -124,17 +188,18 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
         for (int j = 0; j < n; j++) {
                 Job *job = jobs[j];
                 job->in_running = false;
+                job_names_take(&ctl->sched, job);
                 Attempt *a = job_current_attempt(job);
                 snap->running_of[snap->s.n_running] = job;
                 snap->s.running[snap->s.n_running++] =
                         (SchedRunning){.id = job->id,
-                                       .project = job->spec->project,
-                                       .user = job->spec->user,
+                                       .project = job->sched_project,
+                                       .user = job->sched_user,
                                        .priority = job->spec->priority,
                                        .tier = job->tier,
                                        .started_ms = a ? a->started_ms : job->created_ms,
                                        .stopping = !job_attempt_live(job),
-                                       .accelerator = job->spec->accelerator,
+                                       .accelerator = job->sched_accelerator,
                                        .accelerators_per_rank = job->spec->accelerators_per_rank,
                                        .cpus = job->spec->cpus,
                                        .memory_mb = job->spec->memory_mb,
@@ -143,6 +208,13 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                                        .rank_devices = job->held_devices};
         }
         free(jobs);
+}
+
+/* What a pass reads: nodes with their free capacity and the running jobs. */
+static void snapshot_for_pass(Controller *ctl, Snapshot *snap) {
+        sched_names_begin(&ctl->sched);
+        snapshot_nodes(ctl, snap, true);
+        snapshot_running(ctl, snap);
 }
 
 static void snapshot_free(Snapshot *snap) {
@@ -197,6 +269,7 @@ void schedule_fleet_changed(Scheduling *s) {
 
 void schedule_clear(Scheduling *s) {
         schedule_fleet_changed(s);
+        sched_names_drop(s);
         sched_quota_free(s->quota);
         free(s->fresh);
         *s = (Scheduling){0};
@@ -260,8 +333,7 @@ bool schedule_pass(Controller *ctl, bool full, SchedResult *ret) {
                 free(cand);
                 return false;
         }
-        snapshot_nodes(ctl, &snap, true);
-        snapshot_running(ctl, &snap);
+        snapshot_for_pass(ctl, &snap);
         snap.s.quota = ctl->sched.quota;
         snap.s.now_ms = now_wall;
         snap.s.jobs = xcalloc((size_t) n_cand + 1, sizeof(SchedJob));
@@ -271,6 +343,7 @@ bool schedule_pass(Controller *ctl, bool full, SchedResult *ret) {
                 n_sel += json_object_size(cand[j]->spec->node_selector);
         snap.selector_pool = xcalloc(n_sel + 1, sizeof(SchedLabel));
         for (int j = 0, off = 0; j < n_cand; j++) {
+                job_names_take(&ctl->sched, cand[j]);
                 SchedJob *sj = &snap.s.jobs[snap.s.n_jobs++];
                 sched_job_fill(cand[j]->spec, cand[j], sj, snap.selector_pool + off);
                 off += sj->n_node_selector;
@@ -378,8 +451,7 @@ int ctl_quota_reload(Controller *ctl, char **ret_error) {
 
 int ctl_quota_usage(Controller *ctl, SchedResult *ret) {
         Snapshot snap = {0};
-        snapshot_nodes(ctl, &snap, true);
-        snapshot_running(ctl, &snap);
+        snapshot_for_pass(ctl, &snap);
         snap.s.quota = ctl->sched.quota;
         snap.s.now_ms = util_wall_ms();
         int r = sched_pass(&snap.s, ret);

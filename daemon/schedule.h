@@ -14,6 +14,9 @@
 
 typedef struct Controller Controller;
 
+/* Names kept for passes (Scheduling.names) at least, before unused ones are dropped. */
+#define SCHED_NAMES_MAX 4096
+
 typedef struct Scheduling {
         SchedQuota *quota; /* NULL: equal shares */
         Job **fresh; /* submitted since the last pass */
@@ -27,6 +30,15 @@ typedef struct Scheduling {
         struct Snapshot *fleet;
         SchedFeasibility *feasibility; /* over fleet's nodes, built with it */
         StrMap *verdicts; /* job shape -> its feasibility + 1, for the same fleet */
+        /* One copy of each project, user and kind name given to passes, so that a pass
+         * knows equal names by their address instead of hashing each job's. Jobs and
+         * nodes keep theirs, tagged with names_gen; when copies no job uses pile up
+         * (sched_names_begin), all are dropped before a pass and names_gen moves on. */
+        StrMap *names;
+        char **name_copies;
+        int n_names, cap_names;
+        int names_in_use; /* taken by the generation's first pass; -1: not known yet */
+        uint64_t names_gen;
 } Scheduling;
 
 void schedule_init(Scheduling *s);

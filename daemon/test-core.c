@@ -854,9 +854,11 @@ static void test_restart_keeps_nodes(void) {
         ctl_free(ctl);
 }
 
-/* A pass reads the devices a gang's ranks hold from the job, placed or loaded. */
-static void test_held_devices(void) {
-        Controller *ctl = controller("held");
+/* What a pass reads of jobs and nodes: the devices a gang's ranks hold, placed or loaded;
+ * one copy of each name, known by its address; a hostile user's many names make the
+ * copies go and come again, not grow. */
+static void test_pass_input(void) {
+        Controller *ctl = controller("pass-input");
         json_t *gpus = json_pack("{s:i,s:i,s:[{s:s},{s:s}]}", "cpus", 96, "memory_mb", 4096,
                                  "accelerators", "kind", "nvidia-h100", "kind", "nvidia-h100");
         WireRegister msg = {.node = "g1", .boot_id = "boot-1", .inventory = gpus};
@@ -864,19 +866,42 @@ static void test_held_devices(void) {
         CtlError err = {0};
         CHECK(ctl_node_register(ctl, &msg, &g1, &err) == 0);
         json_decref(gpus);
-        Job *job = submit_spec(ctl,
-                               json_pack("{s:s,s:s,s:[s],s:i,s:{s:s,s:i}}", "project", "p", "user",
-                                         "u", "command", "/bin/true", "ranks", 2, "resources",
-                                         "accelerator", "nvidia-h100", "accelerators_per_rank", 1));
+        json_t *spec = json_pack("{s:s,s:s,s:[s],s:i,s:{s:s,s:i}}", "project", "p", "user", "ann",
+                                 "command", "/bin/true", "ranks", 2, "resources", "accelerator",
+                                 "nvidia-h100", "accelerators_per_rank", 1);
+        Job *job = submit_spec(ctl, json_incref(spec)), *other = submit_spec(ctl, spec);
         wait_for_scheduler(ctl);
         CHECK(ctl_end_turn(ctl) == 0);
-        CHECK_INT(job->state, JOB_STARTING);
-        check_held(&ctl->model, job, (int[]){g1->index, g1->index});
+        check_held(&ctl->model, job, (int[]){g1->index, g1->index}); /* placed */
         CHECK(job->held_devices[0] + job->held_devices[1] == 1); /* one GPU each */
-        int64_t id = job->id;
-        int first_device = job->held_devices[0];
+        CHECK(job->sched_project == other->sched_project && job->sched_user == other->sched_user);
+        CHECK(job->sched_accelerator == g1->devices[1].sched_kind);
+        CHECK(job->sched_project != job->spec->project && strcmp(job->sched_user, "ann") == 0);
+        uint64_t gen = ctl->sched.names_gen;
+        for (int i = 0; i < SCHED_NAMES_MAX; i++) {
+                char user[16];
+                snprintf(user, sizeof(user), "u%d", i);
+                submit(ctl, user, 1);
+        }
+        wait_for_scheduler(ctl);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK(ctl->sched.n_names > SCHED_NAMES_MAX); /* one pass's names stay through it */
+        submit(ctl, "ann", 1);
+        wait_for_scheduler(ctl);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK(ctl->sched.names_gen == gen + 1 && ctl->sched.n_names <= SCHED_NAMES_MAX);
+        CHECK(job->sched_names_gen == gen + 1 && strcmp(job->sched_project, "p") == 0);
+        /* Full passes (a node joins) over the waiting jobs: the copies go once more, then
+         * the names in use stay copied from pass to pass. */
+        for (int i = 0; i < 3; i++) {
+                node_register(ctl, (const char *[]){"n0", "n1", "n2"}[i]);
+                wait_for_scheduler(ctl);
+                CHECK(ctl_end_turn(ctl) == 0);
+        }
+        CHECK(ctl->sched.names_gen == gen + 2 && ctl->sched.n_names > SCHED_NAMES_MAX);
+        int64_t id = job->id, first_device = job->held_devices[0];
         ctl_free(ctl);
-        ctl = controller("held");
+        ctl = controller("pass-input");
         job = ctl_job_find(ctl, id);
         g1 = ctl_node_find(ctl, "g1");
         check_held(&ctl->model, job, (int[]){g1->index, g1->index});
@@ -1458,7 +1483,7 @@ int main(void) {
         test_killed_mid_turn();
         test_start_timeout_and_restart();
         test_restart_keeps_nodes();
-        test_held_devices();
+        test_pass_input();
         test_drains_are_counted();
         test_retired_jobs_stay_in_the_store();
         test_jobs_per_user_bounded();

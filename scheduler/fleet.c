@@ -102,16 +102,23 @@ void fleet_init(Fleet *f, const SchedNode *nodes, int n_nodes, bool empty, StrMa
         for (int i = 0; i < n_nodes; i++)
                 n_dev += (size_t) nodes[i].n_devices;
         dev_kind_all = xcalloc(n_dev + 1, sizeof(int));
+        /* The kind looked up last, by address: where nodes share one copy of a kind
+         * name (the controller's do), most devices need neither a lookup nor a compare. */
+        const char *last_kind = NULL;
+        int last_id = -1;
         for (int i = 0, off = 0; i < n_nodes; i++) {
                 const SchedNode *sn = &nodes[i];
                 int distinct = 0;
                 for (int d = 0; d < sn->n_devices; d++) {
+                        const char *kind = sn->devices[d].kind;
                         /* Devices of a node usually share one kind: skip the lookup. */
-                        if (d > 0 && strcmp(sn->devices[d].kind, sn->devices[d - 1].kind) == 0)
-                                dev_kind_all[off + d] = dev_kind_all[off + d - 1];
-                        else
-                                dev_kind_all[off + d] = fleet_kind_intern(
-                                        kinds, kind_names, n_kind_names, sn->devices[d].kind);
+                        if (kind != last_kind)
+                                last_id = d > 0 && strcmp(kind, sn->devices[d - 1].kind) == 0
+                                                  ? dev_kind_all[off + d - 1]
+                                                  : fleet_kind_intern(kinds, kind_names,
+                                                                      n_kind_names, kind);
+                        last_kind = kind;
+                        dev_kind_all[off + d] = last_id;
                         bool seen = false;
                         for (int e = 0; e < d && !seen; e++)
                                 seen = dev_kind_all[off + e] == dev_kind_all[off + d];

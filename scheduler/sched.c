@@ -83,6 +83,35 @@ typedef struct Queue {
         int pheap_n;
 } Queue;
 
+/*
+ * Ids of names by address. The controller hands a pass one copy of each project, user
+ * and kind name, so a name seen at that address before needs no hashing; another copy
+ * of a name misses here and is found in the map.
+ */
+#define ADDR_MEMO_SIZE 16 /* the slot is an address's top 4 bits of hash */
+
+typedef struct AddrMemo {
+        const char *key[ADDR_MEMO_SIZE];
+        int id[ADDR_MEMO_SIZE];
+} AddrMemo;
+
+static size_t addr_memo_slot(const char *name) {
+        /* Fibonacci hashing: heap addresses differ in their middle bits. */
+        return (size_t) (((uint64_t) (uintptr_t) name * 0x9E3779B97F4A7C15ull) >> 60);
+}
+
+static int addr_memo_find(const AddrMemo *m, const char *name) {
+        size_t i = addr_memo_slot(name);
+        return name && m->key[i] == name ? m->id[i] : -1;
+}
+
+static int addr_memo_keep(AddrMemo *m, const char *name, int id) {
+        size_t i = addr_memo_slot(name);
+        m->key[i] = name;
+        m->id[i] = id;
+        return id;
+}
+
 typedef struct Pass {
         const SchedSnapshot *s;
         SchedResult *res;
@@ -116,6 +145,10 @@ typedef struct Pass {
         bool reserved_any;
         int reservations_left;
         int *deferred, n_deferred;
+        AddrMemo project_at, user_at, kind_at;
+        StrMap *user_map;
+        int n_users;
+        TupleMap pairs; /* (project, user) -> pair id */
 } Pass;
 
 static int64_t *usage_row(int64_t *base, int i, int n_kinds) {
@@ -623,6 +656,27 @@ static int project_intern(Pass *P, const char *name) {
         return id;
 }
 
+/* The ids of one job's project, its (project, user) pair and its accelerator kind
+ * (accelerator NULL: none, kind 0), running or waiting. */
+static void pass_job_names(Pass *P, const char *project, const char *user, const char *accelerator,
+                           int *ret_project, int *ret_pair, int *ret_kind) {
+        int p = addr_memo_find(&P->project_at, project);
+        if (p < 0)
+                p = addr_memo_keep(&P->project_at, project, project_intern(P, project_of(project)));
+        int u = addr_memo_find(&P->user_at, user);
+        if (u < 0)
+                u = addr_memo_keep(&P->user_at, user,
+                                   name_intern(P->user_map, &P->n_users, user ? user : ""));
+        int k = 0;
+        if (accelerator && (k = addr_memo_find(&P->kind_at, accelerator)) < 0)
+                k = addr_memo_keep(
+                        &P->kind_at, accelerator,
+                        fleet_kind_intern(P->kind_map, &P->kinds, &P->n_kinds, accelerator));
+        *ret_project = p;
+        *ret_pair = tuplemap_intern(&P->pairs, (int64_t[]){p, u});
+        *ret_kind = k;
+}
+
 /* Appends s with its length first: keys and values may hold any character ('=' too), and
  * two different selectors must never name one constraint. */
 static char *key_part(char *w, const char *s) {
@@ -667,7 +721,7 @@ static int node_index(const Pass *P, StrMap **map, const char *name) {
         return (int) (intptr_t) strmap_get(*map, name) - 1;
 }
 
-static void pass_setup_jobs(Pass *P, StrMap *user_map, int *n_users, TupleMap *pairs) {
+static void pass_setup_jobs(Pass *P) {
         const SchedSnapshot *s = P->s;
         int64_t after = s->starvation_after_ms == 0 ? SCHED_STARVATION_AFTER_MS_DEFAULT
                                                     : s->starvation_after_ms;
@@ -682,13 +736,10 @@ static void pass_setup_jobs(Pass *P, StrMap *user_map, int *n_users, TupleMap *p
                 const SchedJob *job = &s->jobs[i];
                 PJob *pj = &P->jobs[i];
                 pj->job = job;
-                pj->project = project_intern(P, project_of(job->project));
-                int user = name_intern(user_map, n_users, job->user ? job->user : "");
-                pj->pair = tuplemap_intern(pairs, (int64_t[]){pj->project, user});
                 bool accel = job->accelerator && job->accelerators_per_rank > 0;
-                int kind = accel ? fleet_kind_intern(P->kind_map, &P->kinds, &P->n_kinds,
-                                                     job->accelerator)
-                                 : 0;
+                int kind;
+                pass_job_names(P, job->project, job->user, accel ? job->accelerator : NULL,
+                               &pj->project, &pj->pair, &kind);
                 pj->cons = cons_intern(P, cons_map, job);
                 pj->submitted = job->submitted_ms ? job->submitted_ms : job->created_ms;
                 pj->starving = after >= 0 && s->now_ms - pj->submitted > after;
@@ -729,7 +780,7 @@ static void pass_setup_jobs(Pass *P, StrMap *user_map, int *n_users, TupleMap *p
         tuplemap_done(&families);
 }
 
-static void pass_setup_running(Pass *P, StrMap *user_map, int *n_users, TupleMap *pairs) {
+static void pass_setup_running(Pass *P) {
         const SchedSnapshot *s = P->s;
         size_t nr = (size_t) s->n_running + 1;
         P->run_kind = xcalloc(nr, sizeof(int));
@@ -737,13 +788,9 @@ static void pass_setup_running(Pass *P, StrMap *user_map, int *n_users, TupleMap
         P->run_pair = xcalloc(nr, sizeof(int));
         for (int i = 0; i < s->n_running; i++) {
                 const SchedRunning *r = &s->running[i];
-                P->run_project[i] = project_intern(P, project_of(r->project));
-                int user = name_intern(user_map, n_users, r->user ? r->user : "");
-                P->run_pair[i] = tuplemap_intern(pairs, (int64_t[]){P->run_project[i], user});
-                P->run_kind[i] = r->accelerator && r->accelerators_per_rank > 0
-                                         ? fleet_kind_intern(P->kind_map, &P->kinds, &P->n_kinds,
-                                                             r->accelerator)
-                                         : 0;
+                bool accel = r->accelerator && r->accelerators_per_rank > 0;
+                pass_job_names(P, r->project, r->user, accel ? r->accelerator : NULL,
+                               &P->run_project[i], &P->run_pair[i], &P->run_kind[i]);
         }
 }
 
@@ -905,15 +952,14 @@ int sched_pass(const SchedSnapshot *s, SchedResult *ret) {
         /* Configured projects take part in the split even when idle. */
         for (int i = 0; i < sched_quota_n_projects(s->quota); i++)
                 project_intern(&P, sched_quota_project(s->quota, i));
-        StrMap *user_map = strmap_new();
-        int n_users = 0;
-        TupleMap pairs;
-        tuplemap_init(&pairs, 2, (size_t) s->n_jobs / 4 + (size_t) s->n_running / 4 + 16);
-        pass_setup_jobs(&P, user_map, &n_users, &pairs);
-        pass_setup_running(&P, user_map, &n_users, &pairs);
-        strmap_free(user_map);
-        P.n_pairs = (int) pairs.n;
-        tuplemap_done(&pairs);
+        P.user_map = strmap_new();
+        tuplemap_init(&P.pairs, 2, (size_t) s->n_jobs / 4 + (size_t) s->n_running / 4 + 16);
+        pass_setup_jobs(&P);
+        pass_setup_running(&P);
+        P.user_map = strmap_free(P.user_map);
+        P.n_pairs = (int) P.pairs.n;
+        tuplemap_done(&P.pairs);
+        P.pairs = (TupleMap){0};
 
         int K = P.n_kinds;
         size_t pk = (size_t) P.n_projects * (size_t) K + 1;

@@ -853,6 +853,52 @@ static void test_gpu_fleet_mix(void) {
         sched_result_clear(&r);
 }
 
+/* One name given as several copies (and one copy as several names' slots) is one name:
+ * the pass tells names apart by address only when the address says they are equal. */
+static void test_names_by_copy(void) {
+        SchedQuota *q = quota_of("[project a]\nshare = 1\n[project b]\nshare = 1\n");
+        SchedNode *nodes = fleet4(6);
+        n_held = 0;
+        char *a1 = xstrdup("a"), *a2 = xstrdup("a"), *u1 = xstrdup("u");
+        SchedRunning running[] = {run4(nodes, 100, a1, u1, 0, 0, 1, 1, 0, 0),
+                                  run4(nodes, 101, a2, "u", 0, 0, 2, 1, 1, 0),
+                                  run4(nodes, 102, "a", u1, 0, 0, 3, 1, 2, 0),
+                                  run4(nodes, 103, "b", "u", 0, 0, 4, 1, 3, 0)};
+        SchedSnapshot s = {.nodes = nodes, .n_nodes = 6, .running = running, .n_running = 4};
+        s.quota = q; /* a and b: share 1 each */
+        SchedResult r;
+        CHECK_INT(sched_pass(&s, &r), 0);
+        int seen_a = 0;
+        for (int p = 0; p < r.n_projects; p++)
+                if (strcmp(r.projects[p].project, "a") == 0) {
+                        seen_a++;
+                        CHECK_INT(r.projects[p].used[0], 12); /* all three jobs' cpus */
+                }
+        CHECK_INT(seen_a, 1);
+        sched_result_clear(&r);
+        /* GPU nodes whose kind names are copies of one name: one kind. */
+        make_gpus(gpus8[0], true);
+        make_gpus(gpus8[1], true);
+        char *kind = xstrdup("nvidia-h100");
+        for (int d = 4; d < 8; d++)
+                gpus8[1][d].kind = kind;
+        SchedNode gpu_nodes[] = {node("g0", 16, gpus8[0], 8, NULL),
+                                 node("g1", 16, gpus8[1], 8, NULL)};
+        SchedJob jobs[] = {job(1, 2, 1, 8)};
+        SchedSnapshot g = {
+                .nodes = gpu_nodes, .n_nodes = 2, .jobs = jobs, .n_jobs = 1, .now_ms = NOW};
+        CHECK_INT(sched_pass(&g, &r), 0);
+        CHECK_INT(r.n_kinds, 2);
+        CHECK_INT(r.n_placements, 1); /* 8 GPUs on each node, all of one kind */
+        sched_result_clear(&r);
+        make_gpus(gpus8[1], true);
+        free(kind);
+        free(a1);
+        free(a2);
+        free(u1);
+        sched_quota_free(q);
+}
+
 int main(void) {
         test_gang_all_or_none();
         test_locality();
@@ -874,6 +920,7 @@ int main(void) {
         test_many_users_and_shapes();
         test_feasible_by_node_type();
         test_gpu_fleet_mix();
+        test_names_by_copy();
         printf("scheduler: ok\n");
         return 0;
 }
