@@ -98,6 +98,15 @@ void strmap_put(StrMap *m, const char *key, void *value) {
         m->size++;
 }
 
+const char *strmap_intern(StrMap *m, const char *key) {
+        Slot *s = find(m, key);
+        if (!s) {
+                strmap_put(m, key, NULL);
+                s = find(m, key);
+        }
+        return s->key;
+}
+
 void strmap_remove(StrMap *m, const char *key) {
         Slot *s = find(m, key);
         if (!s)

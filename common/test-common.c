@@ -91,6 +91,20 @@ static void test_strmap(void) {
         CHECK(!strmap_get(m, "k0"));
         CHECK_INT((intptr_t) strmap_get(m, "k999"), 1000);
         strmap_free(m);
+        /* Interned: one address per string, kept as the map grows; values untouched. */
+        m = strmap_new();
+        strmap_put(m, "k", (void *) 7);
+        const char *k = strmap_intern(m, "k"), *first = strmap_intern(m, "first");
+        CHECK(k == strmap_intern(m, "k") && (intptr_t) strmap_get(m, "k") == 7);
+        for (int i = 0; i < 1000; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "i%d", i);
+                strmap_intern(m, name);
+        }
+        char copy[] = "first";
+        CHECK(strmap_intern(m, copy) == first && strcmp(first, "first") == 0);
+        CHECK(strmap_intern(m, "k") == k && strmap_size(m) == 1002);
+        strmap_free(m);
 }
 
 static void test_util(void) {

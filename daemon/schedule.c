@@ -24,15 +24,6 @@ typedef struct Snapshot {
         Job **running_of; /* parallel to s.running */
 } Snapshot;
 
-static void sched_names_drop(Scheduling *s) {
-        for (int i = 0; i < s->n_names; i++)
-                free(s->name_copies[i]);
-        free(s->name_copies);
-        s->name_copies = NULL;
-        s->n_names = s->cap_names = 0;
-        s->names = strmap_free(s->names);
-}
-
 /*
  * Before a pass's snapshot: the copies then stay valid through the pass (it adds some,
  * never drops any). The names the first pass of a generation took are the ones in use;
@@ -41,27 +32,21 @@ static void sched_names_drop(Scheduling *s) {
  * use than that does not copy them all again every pass.
  */
 static void sched_names_begin(Scheduling *s) {
+        size_t n = s->names ? strmap_size(s->names) : 0;
         if (s->names && s->names_in_use < 0)
-                s->names_in_use = s->n_names;
-        int limit = s->names_in_use > SCHED_NAMES_MAX / 2 ? 2 * s->names_in_use : SCHED_NAMES_MAX;
-        if (s->names && s->n_names < limit)
+                s->names_in_use = (int) n;
+        size_t limit = s->names_in_use > SCHED_NAMES_MAX / 2 ? 2 * (size_t) s->names_in_use
+                                                             : SCHED_NAMES_MAX;
+        if (s->names && n < limit)
                 return;
-        sched_names_drop(s);
+        strmap_free(s->names);
         s->names = strmap_new();
         s->names_gen++;
         s->names_in_use = -1;
 }
 
 static const char *sched_name(Scheduling *s, const char *name) {
-        if (!name)
-                return NULL;
-        const char *copy = strmap_get(s->names, name);
-        if (copy)
-                return copy;
-        GROW(s->name_copies, s->n_names, s->cap_names);
-        char *c = s->name_copies[s->n_names++] = xstrdup(name);
-        strmap_put(s->names, name, c);
-        return c;
+        return name ? strmap_intern(s->names, name) : NULL;
 }
 
 static void job_names_take(Scheduling *s, Job *job) {
@@ -269,7 +254,7 @@ void schedule_fleet_changed(Scheduling *s) {
 
 void schedule_clear(Scheduling *s) {
         schedule_fleet_changed(s);
-        sched_names_drop(s);
+        strmap_free(s->names);
         sched_quota_free(s->quota);
         free(s->fresh);
         *s = (Scheduling){0};

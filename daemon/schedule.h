@@ -34,9 +34,7 @@ typedef struct Scheduling {
          * knows equal names by their address instead of hashing each job's. Jobs and
          * nodes keep theirs, tagged with names_gen; when copies no job uses pile up
          * (sched_names_begin), all are dropped before a pass and names_gen moves on. */
-        StrMap *names;
-        char **name_copies;
-        int n_names, cap_names;
+        StrMap *names; /* its keys are the copies */
         int names_in_use; /* taken by the generation's first pass; -1: not known yet */
         uint64_t names_gen;
 } Scheduling;

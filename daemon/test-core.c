@@ -885,11 +885,11 @@ static void test_pass_input(void) {
         }
         wait_for_scheduler(ctl);
         CHECK(ctl_end_turn(ctl) == 0);
-        CHECK(ctl->sched.n_names > SCHED_NAMES_MAX); /* one pass's names stay through it */
+        CHECK(strmap_size(ctl->sched.names) > SCHED_NAMES_MAX); /* kept through a pass */
         submit(ctl, "ann", 1);
         wait_for_scheduler(ctl);
         CHECK(ctl_end_turn(ctl) == 0);
-        CHECK(ctl->sched.names_gen == gen + 1 && ctl->sched.n_names <= SCHED_NAMES_MAX);
+        CHECK(ctl->sched.names_gen == gen + 1 && strmap_size(ctl->sched.names) <= SCHED_NAMES_MAX);
         CHECK(job->sched_names_gen == gen + 1 && strcmp(job->sched_project, "p") == 0);
         /* Full passes (a node joins) over the waiting jobs: the copies go once more, then
          * the names in use stay copied from pass to pass. */
@@ -898,7 +898,7 @@ static void test_pass_input(void) {
                 wait_for_scheduler(ctl);
                 CHECK(ctl_end_turn(ctl) == 0);
         }
-        CHECK(ctl->sched.names_gen == gen + 2 && ctl->sched.n_names > SCHED_NAMES_MAX);
+        CHECK(ctl->sched.names_gen == gen + 2 && strmap_size(ctl->sched.names) > SCHED_NAMES_MAX);
         int64_t id = job->id, first_device = job->held_devices[0];
         ctl_free(ctl);
         ctl = controller("pass-input");
