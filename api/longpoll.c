@@ -5,46 +5,49 @@
 
 #include "util.h"
 
-static void heap_swap(LongPolls *lp, size_t a, size_t b) {
-        LongPoll *t = lp->heap[a];
-        lp->heap[a] = lp->heap[b];
-        lp->heap[b] = t;
-        lp->heap[a]->heap_pos = a;
-        lp->heap[b]->heap_pos = b;
+static void heap_place(LongPolls *lp, size_t i, LongPollSlot slot) {
+        lp->heap[i] = slot;
+        slot.poll->heap_pos = i;
 }
 
+/* Both sifts move a hole rather than swap: each level writes one entry. */
 static void heap_up(LongPolls *lp, size_t i) {
+        LongPollSlot slot = lp->heap[i];
         while (i > 0) {
                 size_t parent = (i - 1) / 2;
-                if (lp->heap[parent]->deadline_ms <= lp->heap[i]->deadline_ms)
-                        return;
-                heap_swap(lp, i, parent);
+                if (lp->heap[parent].deadline_ms <= slot.deadline_ms)
+                        break;
+                heap_place(lp, i, lp->heap[parent]);
                 i = parent;
         }
+        heap_place(lp, i, slot);
 }
 
 static void heap_down(LongPolls *lp, size_t i) {
+        LongPollSlot slot = lp->heap[i];
         for (;;) {
-                size_t l = 2 * i + 1, r = l + 1, least = i;
-                if (l < lp->n && lp->heap[l]->deadline_ms < lp->heap[least]->deadline_ms)
-                        least = l;
-                if (r < lp->n && lp->heap[r]->deadline_ms < lp->heap[least]->deadline_ms)
-                        least = r;
-                if (least == i)
-                        return;
-                heap_swap(lp, i, least);
-                i = least;
+                size_t child = 2 * i + 1;
+                if (child >= lp->n)
+                        break;
+                if (child + 1 < lp->n &&
+                    lp->heap[child + 1].deadline_ms < lp->heap[child].deadline_ms)
+                        child++;
+                if (lp->heap[child].deadline_ms >= slot.deadline_ms)
+                        break;
+                heap_place(lp, i, lp->heap[child]);
+                i = child;
         }
+        heap_place(lp, i, slot);
 }
 
 void longpolls_add(LongPolls *lp, LongPoll *p) {
         if (lp->n == lp->cap) {
                 lp->cap = lp->cap ? lp->cap * 2 : 256;
-                lp->heap = xrealloc(lp->heap, lp->cap * sizeof(LongPoll *));
+                lp->heap = xrealloc(lp->heap, lp->cap * sizeof(LongPollSlot));
         }
-        p->heap_pos = lp->n;
-        lp->heap[lp->n++] = p;
-        heap_up(lp, p->heap_pos);
+        size_t last = lp->n++;
+        heap_place(lp, last, (LongPollSlot){p->deadline_ms, p});
+        heap_up(lp, last);
         if (p->node >= lp->cap_nodes) {
                 int cap = lp->cap_nodes ? lp->cap_nodes : 256;
                 while (cap <= p->node)
@@ -65,7 +68,7 @@ void longpolls_remove(LongPolls *lp, LongPoll *p) {
         size_t i = p->heap_pos;
         lp->n--;
         if (i != lp->n) {
-                heap_swap(lp, i, lp->n);
+                heap_place(lp, i, lp->heap[lp->n]);
                 heap_down(lp, i);
                 heap_up(lp, i);
         }
@@ -80,6 +83,7 @@ void longpolls_remove(LongPolls *lp, LongPoll *p) {
 
 void longpolls_set_deadline(LongPolls *lp, LongPoll *p, int64_t deadline_ms) {
         p->deadline_ms = deadline_ms;
+        lp->heap[p->heap_pos].deadline_ms = deadline_ms;
         heap_down(lp, p->heap_pos);
         heap_up(lp, p->heap_pos);
 }
@@ -89,7 +93,7 @@ LongPoll *longpolls_of_node(const LongPolls *lp, int node) {
 }
 
 LongPoll *longpolls_earliest(const LongPolls *lp) {
-        return lp->n > 0 ? lp->heap[0] : NULL;
+        return lp->n > 0 ? lp->heap[0].poll : NULL;
 }
 
 void longpolls_clear(LongPolls *lp) {

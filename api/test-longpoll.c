@@ -36,6 +36,13 @@ int main(void) {
         for (int i = 1; i < N; i += 5)
                 if (i % 3 != 0)
                         longpolls_set_deadline(&lp, &polls[i], i % 2 ? 0 : 10000);
+        /* Each held poll's entry is where it says, with its deadline beside it. */
+        for (int i = 0; i < N; i++) {
+                if (i % 3 == 0)
+                        continue;
+                CHECK(lp.heap[polls[i].heap_pos].poll == &polls[i]);
+                CHECK(lp.heap[polls[i].heap_pos].deadline_ms == polls[i].deadline_ms);
+        }
         /* Node 0 had 0, 300, 600 and 900, all dropped; node 1 kept 1, 301, 601 and 901. */
         CHECK(count_of_node(&lp, 0) == 0 && count_of_node(&lp, 1) == 4);
         int64_t last = -1;

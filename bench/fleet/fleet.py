@@ -178,6 +178,27 @@ def node_lost_total(text):
     return int(m.group(1)) if m else 0
 
 
+def node_losses(db, since_ms, vanished, bound_ms):
+    """From the store's events: how soon each vanished node was declared down after the
+    send of its last request (never: None), and the nodes declared down that did not
+    vanish (false losses), since since_ms (wall)."""
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT node, MIN(time_ms) FROM event WHERE kind = 'node_state'"
+                           " AND detail LIKE '% -> down%' AND time_ms >= ? GROUP BY node",
+                           (since_ms,)).fetchall()
+    down = dict(rows)
+    last_send = {v["node"]: v["last_send_ms"] for v in vanished}
+    delays = sorted(down[n] - t for n, t in last_send.items() if n in down)
+    out = {"vanished_nodes": len(last_send),
+           "vanished_declared_down": len(delays),
+           "false_node_losses": sum(1 for n in down if n not in last_send)}
+    if delays:
+        out["detection_ms_min"], out["detection_ms_max"] = delays[0], delays[-1]
+        out["detection_bound_ms"] = bound_ms
+        out["detection_within_bound"] = sum(1 for d in delays if d <= bound_ms)
+    return out
+
+
 LOOP_HISTOGRAMS = {"pass": "axctl_scheduler_pass_seconds", "commit": "axctl_db_commit_seconds",
                    "turn": "axctl_loop_turn_seconds"}
 
@@ -222,6 +243,11 @@ def main():
                    help="with --auth: each agent uses its own agent token, bound to its node")
     p.add_argument("--token-churn-s", type=float, default=0,
                    help="with --auth: a token is created every this many seconds")
+    p.add_argument("--vanish", type=int, default=0,
+                   help="this many nodes vanish (no FIN, no more requests) --vanish-at seconds in;"
+                        " reports how soon each was declared down, and false losses")
+    p.add_argument("--vanish-at", type=int, default=0,
+                   help="with --vanish: seconds in (default: the warm-up's end)")
     p.add_argument("--pin", action="store_true",
                    help="axctld on the first CPU, fleetsim on the second: the controller has "
                         "one core of its own")
@@ -232,6 +258,11 @@ def main():
     args.controller_cpu, sim_cpu = (cpus[0], cpus[1]) if args.pin else (None, None)
     if (args.node_tokens or args.token_churn_s) and not args.auth:
         p.error("--node-tokens and --token-churn-s need --auth")
+    if args.vanish:
+        args.vanish_at = args.vanish_at or args.warmup
+        # Detection needs lease + grace after the last contact, plus the margin judged.
+        if args.vanish_at + (args.lease_ms + args.grace_ms + 500) / 1000 + 2 > args.seconds - 1:
+            p.error("--vanish-at leaves no time to see the nodes declared down before the end")
 
     tmp = tempfile.mkdtemp(prefix="axfleet-")
     db = args.db or os.path.join(tmp, "state.db")
@@ -245,6 +276,7 @@ def main():
         with open(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(TOKEN + "\n")
     node_token_file = store_node_tokens(db, args.nodes, tmp) if args.node_tokens else None
+    started_wall_ms = int(time.time() * 1000)
     ctl, port = start_controller(args, db, 0)
     url = "http://127.0.0.1:%d" % port
     sim = subprocess.Popen([os.path.join(args.build, "bench", "fleetsim"), "--url", url,
@@ -258,7 +290,9 @@ def main():
                            + ["--gang-nodes", str(args.gang_nodes)]
                            + (["--step-s", str(args.step_s)] if args.step_s else [])
                            + (["--token-file", token_file] if TOKEN else [])
-                           + (["--node-token-file", node_token_file] if node_token_file else []),
+                           + (["--node-token-file", node_token_file] if node_token_file else [])
+                           + (["--vanish", str(args.vanish), "--vanish-at",
+                               str(int(args.vanish_at))] if args.vanish else []),
                            stdout=subprocess.PIPE, preexec_fn=on_cpu(sim_cpu))
     stop_churn = threading.Event()
     churned = {}
@@ -322,6 +356,8 @@ def main():
         out.update(json.loads(simout))
         ctl.send_signal(signal.SIGTERM)
         ctl.wait(timeout=30)
+        out.update(node_losses(db, started_wall_ms, out.pop("vanished", []),
+                               args.lease_ms + args.grace_ms + 500))
     finally:
         stop_churn.set()
         for proc in (sim, ctl):

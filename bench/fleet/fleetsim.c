@@ -10,10 +10,16 @@
  * axagent does, unless --no-unchanged makes them agents older than it. Ranks report step 1
  * throughout, or, with --step-s, a step that grows every that many seconds from their
  * start (the ranks of a job started together step together, as data-parallel training).
+ * --vanish N --vanish-at S: S seconds in, N agents spread over the fleet vanish as a
+ * powered-off host does, without a FIN: each stops once its request in flight is all
+ * written, reads nothing more and keeps its connection open; the output names them with
+ * the wall time (ms) of that last request's send, which bounds the controller's last
+ * contact from below.
  *
  *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
  *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
  *            [--no-unchanged] [--step-s T] [--token-file PATH] [--node-token-file PATH]
+ *            [--vanish N --vanish-at S]
  *
  * --token-file: every request's bearer token. --node-token-file: a secret S from which
  * each agent's own token is S.NODE (fleet.py stores those tokens, bound to their nodes),
@@ -88,6 +94,8 @@ typedef struct Agent {
         int64_t retry_at_ms;
         int64_t next_end_ms;
         bool dirty;
+        bool vanishing, vanished; /* --vanish: chosen; stopped for good */
+        int64_t vanished_last_send_wall_ms;
         SimRank ranks[MAX_RANKS];
         int n_ranks;
 } Agent;
@@ -107,6 +115,7 @@ static struct {
         bool no_shared_env; /* never ask for shared environments (an older agent) */
         int gang_nodes; /* nodes per job, 8 ranks on each */
         int step_ms; /* a rank's step grows every step_ms; 0: it stays 1 */
+        int vanish, vanish_at_s; /* --vanish N agents at S seconds in */
         const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token-file, or "" */
         char *node_token_secret; /* --node-token-file's */
 } opt = {.warmup_s = 20,
@@ -135,6 +144,12 @@ static long n_syncs, n_registers, n_connect_fail, n_http_errors, n_404, n_409, n
 static long status_counts[6];
 static int64_t max_silence_ms;
 static int64_t measure_from_ms;
+
+static int64_t wall_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static int64_t now_ms(void) {
         struct timespec ts;
@@ -513,10 +528,33 @@ failed:
         conn_close(c);
 }
 
+/*
+ * A chosen agent vanishes once the controller can have all of its last request: it
+ * keeps the connection open and reads nothing, as a host that lost power sends no FIN.
+ */
+static bool agent_vanish(Agent *a, int64_t now) {
+        Conn *c = &a->c;
+        if (!a->registered || (c->busy && (!c->out || c->out_off < c->out_len)))
+                return false;
+        a->vanished = true;
+        a->vanished_last_send_wall_ms = wall_ms() - (now - c->sent_ms);
+        if (c->fd >= 0)
+                epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+        return true;
+}
+
+/* Picks the --vanish agents, spread evenly over the fleet. */
+static void agents_choose_vanishing(void) {
+        for (int k = 0; k < opt.vanish; k++)
+                agents[(int) ((2L * k + 1) * opt.nodes / (2L * opt.vanish))].vanishing = true;
+}
+
 /* Rank ends, lease fencing and due requests of every agent. */
 static void agents_tick(int64_t now, int active) {
         for (int i = 0; i < active; i++) {
                 Agent *a = &agents[i];
+                if (a->vanished || (a->vanishing && agent_vanish(a, now)))
+                        continue;
                 if (a->next_end_ms <= now) {
                         for (int k = 0; k < a->n_ranks; k++)
                                 if (!a->ranks[k].exited && a->ranks[k].end_ms <= now) {
@@ -581,7 +619,7 @@ static void usage(void) {
                 "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
                 "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--no-shared-env] "
                 "[--gang-nodes G] [--step-s T] "
-                "[--token-file PATH] [--node-token-file PATH]\n");
+                "[--token-file PATH] [--node-token-file PATH] [--vanish N --vanish-at S]\n");
         exit(2);
 }
 
@@ -603,6 +641,8 @@ int main(int argc, char **argv) {
                 {"token-file", required_argument, NULL, 'T'},
                 {"node-token-file", required_argument, NULL, 'N'},
                 {"step-s", required_argument, NULL, 'S'},
+                {"vanish", required_argument, NULL, 'V'},
+                {"vanish-at", required_argument, NULL, 'A'},
                 {NULL, 0, NULL, 0},
         };
         static char host[64];
@@ -644,6 +684,12 @@ int main(int argc, char **argv) {
                 case 'S':
                         opt.step_ms = (int) (atof(optarg) * 1000);
                         break;
+                case 'V':
+                        opt.vanish = atoi(optarg);
+                        break;
+                case 'A':
+                        opt.vanish_at_s = atoi(optarg);
+                        break;
                 case 'U':
                         opt.whole_only = true;
                         break;
@@ -680,7 +726,8 @@ int main(int argc, char **argv) {
                 }
         }
         if (!opt.host || opt.nodes <= 0 || opt.rank_max_ms < opt.rank_min_ms ||
-            opt.gang_nodes < 1 || opt.gang_nodes > opt.nodes)
+            opt.gang_nodes < 1 || opt.gang_nodes > opt.nodes || opt.vanish < 0 ||
+            opt.vanish > opt.nodes || (opt.vanish > 0 && opt.vanish_at_s <= 0))
                 usage();
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
@@ -711,6 +758,7 @@ int main(int argc, char **argv) {
         submits_wanted = opt.nodes / opt.gang_nodes + opt.backlog;
         long job_ranks = 8L * opt.gang_nodes;
         long exits_seen = 0;
+        int64_t vanish_at = opt.vanish > 0 ? start + (int64_t) opt.vanish_at_s * 1000 : INT64_MAX;
         struct epoll_event evs[512];
         while (!stop && now_ms() < end) {
                 int64_t now = now_ms();
@@ -721,6 +769,10 @@ int main(int argc, char **argv) {
                 if (now < next_tick)
                         continue;
                 next_tick = now + 10;
+                if (now >= vanish_at) {
+                        agents_choose_vanishing();
+                        vanish_at = INT64_MAX;
+                }
                 long active = (long) (now - start) * opt.ramp_per_s / 1000 + 1;
                 agents_tick(now, (int) (active < opt.nodes ? active : opt.nodes));
                 /* Each job's worth of rank exits is a job done: submit another to keep the
@@ -741,11 +793,19 @@ int main(int argc, char **argv) {
                "\"submit_failures\":%ld,\"exit_syncs\":%zu,\"exit_sync_p50_ms\":%.1f,"
                "\"exit_sync_p99_ms\":%.1f,\"exit_sync_max_ms\":%.1f,\"connect_failures\":%ld,"
                "\"http_errors\":%ld,\"answers_404\":%ld,\"answers_409\":%ld,\"self_fences\":%ld,"
-               "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f}\n",
+               "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f,\"vanished\":[",
                opt.nodes, secs, n_registers, n_syncs, (double) n_syncs / secs, n_unchanged,
                n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_exit_lat,
                percentile(exit_lat, n_exit_lat, 0.5), percentile(exit_lat, n_exit_lat, 0.99),
                percentile(exit_lat, n_exit_lat, 1.0), n_connect_fail, n_http_errors, n_404, n_409,
                n_fences, (long long) max_silence_ms, (double) clock() / CLOCKS_PER_SEC / secs);
+        const char *sep = "";
+        for (int i = 0; i < opt.nodes; i++)
+                if (agents[i].vanished) {
+                        printf("%s{\"node\":\"%s\",\"last_send_ms\":%lld}", sep, agents[i].name,
+                               (long long) agents[i].vanished_last_send_wall_ms);
+                        sep = ",";
+                }
+        printf("]}\n");
         return 0;
 }
