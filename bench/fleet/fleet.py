@@ -248,6 +248,9 @@ def main():
                         " reports how soon each was declared down, and false losses")
     p.add_argument("--vanish-at", type=int, default=0,
                    help="with --vanish: seconds in (default: the warm-up's end)")
+    p.add_argument("--no-hold", action="store_true",
+                   help="agents that are never held: a sync a second, at once with news (not "
+                        "axagent's protocol: what holding syncs costs at the same rate)")
     p.add_argument("--pin", action="store_true",
                    help="axctld on the first CPU, fleetsim on the second: the controller has "
                         "one core of its own")
@@ -291,6 +294,7 @@ def main():
                            + (["--step-s", str(args.step_s)] if args.step_s else [])
                            + (["--token-file", token_file] if TOKEN else [])
                            + (["--node-token-file", node_token_file] if node_token_file else [])
+                           + (["--no-hold"] if args.no_hold else [])
                            + (["--vanish", str(args.vanish), "--vanish-at",
                                str(int(args.vanish_at))] if args.vanish else []),
                            stdout=subprocess.PIPE, preexec_fn=on_cpu(sim_cpu))

@@ -15,11 +15,14 @@
  * written, reads nothing more and keeps its connection open; the output names them with
  * the wall time (ms) of that last request's send, which bounds the controller's last
  * contact from below.
+ * --no-hold: agents that the controller never holds: each sync asks wait_ms=0 and the next
+ * goes a second after the last one's send, or at once with news. Not a protocol axagent
+ * speaks: it measures what holding syncs costs the controller at the same request rate.
  *
  *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
  *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
  *            [--no-unchanged] [--step-s T] [--token-file PATH] [--node-token-file PATH]
- *            [--vanish N --vanish-at S]
+ *            [--vanish N --vanish-at S] [--no-hold]
  *
  * --token-file: every request's bearer token. --node-token-file: a secret S from which
  * each agent's own token is S.NODE (fleet.py stores those tokens, bound to their nodes),
@@ -95,6 +98,7 @@ typedef struct Agent {
         int64_t next_end_ms;
         bool dirty;
         bool vanishing, vanished; /* --vanish: chosen; stopped for good */
+        int64_t next_sync_ms; /* --no-hold: when the next sync without news goes */
         int64_t vanished_last_send_wall_ms;
         SimRank ranks[MAX_RANKS];
         int n_ranks;
@@ -116,6 +120,7 @@ static struct {
         int gang_nodes; /* nodes per job, 8 ranks on each */
         int step_ms; /* a rank's step grows every step_ms; 0: it stays 1 */
         int vanish, vanish_at_s; /* --vanish N agents at S seconds in */
+        bool no_hold; /* syncs never long-polled (see --no-hold) */
         const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token-file, or "" */
         char *node_token_secret; /* --node-token-file's */
 } opt = {.warmup_s = 20,
@@ -291,7 +296,9 @@ static void agent_send(Agent *a) {
                                  "health", "healthy", 1, "reason", "");
                 /* As axagent: news, or a lease half spent, is not held. */
                 a->c.wait_ms =
-                        a->dirty || now_ms() - a->last_answer_ms > opt.lease_ms / 2 ? 0 : 1000;
+                        opt.no_hold || a->dirty || now_ms() - a->last_answer_ms > opt.lease_ms / 2
+                                ? 0
+                                : 1000;
                 a->c.urgent = urgent && a->dirty;
                 snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld%s%s%s",
                          (long long) a->c.wait_ms, (long long) a->version,
@@ -408,6 +415,7 @@ static void agent_answer(Agent *a, int status, const char *body, size_t len, dou
                 return;
         }
         a->last_answer_ms = a->c.sent_ms;
+        a->next_sync_ms = opt.no_hold ? a->c.sent_ms + 1000 : 0;
         json_error_t jerr;
         json_t *ans = json_loadb(body, len, 0, &jerr);
         if (!a->registered) {
@@ -591,7 +599,7 @@ static void agents_tick(int64_t now, int active) {
                         }
                         continue;
                 }
-                if (now >= a->retry_at_ms)
+                if (now >= a->retry_at_ms && (now >= a->next_sync_ms || a->dirty))
                         agent_send(a);
         }
 }
@@ -619,7 +627,8 @@ static void usage(void) {
                 "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
                 "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--no-shared-env] "
                 "[--gang-nodes G] [--step-s T] "
-                "[--token-file PATH] [--node-token-file PATH] [--vanish N --vanish-at S]\n");
+                "[--token-file PATH] [--node-token-file PATH] [--vanish N --vanish-at S] "
+                "[--no-hold]\n");
         exit(2);
 }
 
@@ -643,6 +652,7 @@ int main(int argc, char **argv) {
                 {"step-s", required_argument, NULL, 'S'},
                 {"vanish", required_argument, NULL, 'V'},
                 {"vanish-at", required_argument, NULL, 'A'},
+                {"no-hold", no_argument, NULL, 'H'},
                 {NULL, 0, NULL, 0},
         };
         static char host[64];
@@ -689,6 +699,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'A':
                         opt.vanish_at_s = atoi(optarg);
+                        break;
+                case 'H':
+                        opt.no_hold = true;
                         break;
                 case 'U':
                         opt.whole_only = true;
