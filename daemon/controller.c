@@ -26,7 +26,7 @@
  * where a pass over the nodes and the queue takes milliseconds and every rank exit asks
  * for one, passes are also spaced by SCHED_PASS_SPACING times the last one's duration
  * (up to SCHED_MAX_INTERVAL_MS), counted from a pass's start: scheduling takes at most
- * about a seventeenth of the loop, and one pass places what many exits freed. Most of a
+ * about a sixteenth of the loop, and one pass places what many exits freed. Most of a
  * pass at 10,000 nodes is building its input, whatever it places: each halving of the
  * passes (from 4 to 8 times, then 16) freed CPU for the fleet's requests, and the fleet
  * bench's submitters, answered sooner, started more ranks (docs/PERFORMANCE.md).
@@ -235,7 +235,7 @@ static void ctl_schedule(Controller *ctl) {
         if (!(t->effects & TURN_SCHEDULE) || now - ctl->sched.last_pass_ms < ctl->sched_interval_ms)
                 return;
         /* A restarted controller answers its reconnecting fleet before it schedules:
-         * passes (a seventeenth of the loop) would delay agents towards their lease's end. */
+         * passes (a sixteenth of the loop) would delay agents towards their lease's end. */
         if (ctl->reconnecting > 0 && now < ctl->reconnect_until_ms)
                 return;
         struct timespec start;

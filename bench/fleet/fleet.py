@@ -179,19 +179,24 @@ def node_lost_total(text):
 
 
 def node_losses(db, since_ms, vanished, bound_ms):
-    """From the store's events: how soon each vanished node was declared down after the
-    send of its last request (never: None), and the nodes declared down that did not
-    vanish (false losses), since since_ms (wall)."""
+    """From the store's events since since_ms (wall): how soon each vanished node was first
+    declared down after the send of its last request, and the nodes declared down while
+    they had not vanished (false losses)."""
     with sqlite3.connect(db) as con:
-        rows = con.execute("SELECT node, MIN(time_ms) FROM event WHERE kind = 'node_state'"
-                           " AND detail LIKE '% -> down%' AND time_ms >= ? GROUP BY node",
+        rows = con.execute("SELECT node, time_ms FROM event WHERE kind = 'node_state'"
+                           " AND detail LIKE '% -> down%' AND time_ms >= ? ORDER BY seq",
                            (since_ms,)).fetchall()
-    down = dict(rows)
     last_send = {v["node"]: v["last_send_ms"] for v in vanished}
-    delays = sorted(down[n] - t for n, t in last_send.items() if n in down)
+    first_after, false_losses = {}, set()
+    for node, at in rows:
+        if node in last_send and at >= last_send[node]:
+            first_after.setdefault(node, at)
+        else:
+            false_losses.add(node)
+    delays = sorted(at - last_send[n] for n, at in first_after.items())
     out = {"vanished_nodes": len(last_send),
            "vanished_declared_down": len(delays),
-           "false_node_losses": sum(1 for n in down if n not in last_send)}
+           "false_node_losses": len(false_losses)}
     if delays:
         out["detection_ms_min"], out["detection_ms_max"] = delays[0], delays[-1]
         out["detection_bound_ms"] = bound_ms
@@ -261,8 +266,12 @@ def main():
     args.controller_cpu, sim_cpu = (cpus[0], cpus[1]) if args.pin else (None, None)
     if (args.node_tokens or args.token_churn_s) and not args.auth:
         p.error("--node-tokens and --token-churn-s need --auth")
+    if args.vanish < 0 or args.vanish > args.nodes or args.vanish_at < 0:
+        p.error("--vanish takes 0 to --nodes nodes, --vanish-at a time from the start")
     if args.vanish:
         args.vanish_at = args.vanish_at or args.warmup
+        if args.vanish_at <= 0:
+            p.error("--vanish needs --vanish-at, or a warm-up to vanish at its end")
         # Detection needs lease + grace after the last contact, plus the margin judged.
         if args.vanish_at + (args.lease_ms + args.grace_ms + 500) / 1000 + 2 > args.seconds - 1:
             p.error("--vanish-at leaves no time to see the nodes declared down before the end")

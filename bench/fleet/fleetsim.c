@@ -540,12 +540,15 @@ failed:
  * A chosen agent vanishes once the controller can have all of its last request: it
  * keeps the connection open and reads nothing, as a host that lost power sends no FIN.
  */
-static bool agent_vanish(Agent *a, int64_t now) {
+static bool agent_vanish(Agent *a) {
         Conn *c = &a->c;
         if (!a->registered || (c->busy && (!c->out || c->out_off < c->out_len)))
                 return false;
+        /* The request in flight, all written; else the last one answered (one that
+         * failed may never have reached the controller). */
+        int64_t sent_ms = c->busy ? c->sent_ms : a->last_answer_ms;
         a->vanished = true;
-        a->vanished_last_send_wall_ms = wall_ms() - (now - c->sent_ms);
+        a->vanished_last_send_wall_ms = sent_ms + (wall_ms() - now_ms());
         if (c->fd >= 0)
                 epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
         return true;
@@ -561,7 +564,7 @@ static void agents_choose_vanishing(void) {
 static void agents_tick(int64_t now, int active) {
         for (int i = 0; i < active; i++) {
                 Agent *a = &agents[i];
-                if (a->vanished || (a->vanishing && agent_vanish(a, now)))
+                if (a->vanished || (a->vanishing && agent_vanish(a)))
                         continue;
                 if (a->next_end_ms <= now) {
                         for (int k = 0; k < a->n_ranks; k++)
