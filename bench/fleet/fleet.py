@@ -305,7 +305,7 @@ def main():
                            + (["--node-token-file", node_token_file] if node_token_file else [])
                            + (["--no-hold"] if args.no_hold else [])
                            + (["--vanish", str(args.vanish), "--vanish-at",
-                               str(int(args.vanish_at))] if args.vanish else []),
+                               str(args.vanish_at)] if args.vanish else []),
                            stdout=subprocess.PIPE, preexec_fn=on_cpu(sim_cpu))
     stop_churn = threading.Event()
     churned = {}

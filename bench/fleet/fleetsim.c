@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "token.h"
+#include "util.h"
 
 #define MAX_RANKS 16
 #define GPUS 8
@@ -150,18 +151,6 @@ static long status_counts[6];
 static int64_t max_silence_ms;
 static int64_t measure_from_ms;
 
-static int64_t wall_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static double now_ms_f(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -214,7 +203,7 @@ static int conn_request(Conn *c, const char *path, const char *body) {
         c->out_off = 0;
         c->in_len = 0;
         c->busy = true;
-        c->sent_ms = now_ms();
+        c->sent_ms = util_now_ms();
         if (c->fd < 0) {
                 int r = conn_open(c);
                 if (r < 0) {
@@ -242,7 +231,7 @@ static void agent_init(Agent *a, int i) {
 }
 
 static json_int_t rank_step(const SimRank *r) {
-        return opt.step_ms > 0 ? 1 + (now_ms() - r->start_ms) / opt.step_ms : 1;
+        return opt.step_ms > 0 ? 1 + (util_now_ms() - r->start_ms) / opt.step_ms : 1;
 }
 
 static void agent_send(Agent *a) {
@@ -295,10 +284,10 @@ static void agent_send(Agent *a) {
                                  a->boot_id, "agent_id", a->agent_id, "ranks", ranks, "checkpoints",
                                  "health", "healthy", 1, "reason", "");
                 /* As axagent: news, or a lease half spent, is not held. */
-                a->c.wait_ms =
-                        opt.no_hold || a->dirty || now_ms() - a->last_answer_ms > opt.lease_ms / 2
-                                ? 0
-                                : 1000;
+                a->c.wait_ms = opt.no_hold || a->dirty ||
+                                               util_now_ms() - a->last_answer_ms > opt.lease_ms / 2
+                                       ? 0
+                                       : 1000;
                 a->c.urgent = urgent && a->dirty;
                 snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld%s%s%s",
                          (long long) a->c.wait_ms, (long long) a->version,
@@ -310,7 +299,7 @@ static void agent_send(Agent *a) {
         a->dirty = false;
         if (conn_request(&a->c, path, text) < 0) {
                 n_connect_fail++;
-                a->retry_at_ms = now_ms() + RETRY_MS;
+                a->retry_at_ms = util_now_ms() + RETRY_MS;
         }
         free(text);
 }
@@ -399,7 +388,7 @@ static void record_latency(double ms) {
 }
 
 static void agent_answer(Agent *a, int status, const char *body, size_t len, double latency) {
-        int64_t now = now_ms();
+        int64_t now = util_now_ms();
         status_counts[status / 100 < 6 ? status / 100 : 0]++;
         if (status == 404) {
                 n_404++;
@@ -530,7 +519,7 @@ failed:
                         n_connect_fail++;
                 else
                         n_http_errors++;
-                agents[c->idx].retry_at_ms = now_ms() + RETRY_MS / 2 + rand() % RETRY_MS;
+                agents[c->idx].retry_at_ms = util_now_ms() + RETRY_MS / 2 + rand() % RETRY_MS;
         } else
                 n_submit_fail++;
         conn_close(c);
@@ -548,7 +537,7 @@ static bool agent_vanish(Agent *a) {
          * failed may never have reached the controller). */
         int64_t sent_ms = c->busy ? c->sent_ms : a->last_answer_ms;
         a->vanished = true;
-        a->vanished_last_send_wall_ms = sent_ms + (wall_ms() - now_ms());
+        a->vanished_last_send_wall_ms = sent_ms + (util_wall_ms() - util_now_ms());
         if (c->fd >= 0)
                 epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
         return true;
@@ -767,7 +756,7 @@ int main(int argc, char **argv) {
                  "{\"accelerator\":\"nvidia-h100\",\"accelerators_per_rank\":1}}",
                  opt.prefix, 8 * opt.gang_nodes, opt.prefix);
 
-        int64_t start = now_ms(), end = start + (int64_t) opt.seconds * 1000;
+        int64_t start = util_now_ms(), end = start + (int64_t) opt.seconds * 1000;
         measure_from_ms = start + (int64_t) opt.warmup_s * 1000;
         int64_t next_tick = start;
         /* Jobs: enough to fill the fleet, plus the backlog; then one per job's exits. */
@@ -776,12 +765,12 @@ int main(int argc, char **argv) {
         long exits_seen = 0;
         int64_t vanish_at = opt.vanish > 0 ? start + (int64_t) opt.vanish_at_s * 1000 : INT64_MAX;
         struct epoll_event evs[512];
-        while (!stop && now_ms() < end) {
-                int64_t now = now_ms();
+        while (!stop && util_now_ms() < end) {
+                int64_t now = util_now_ms();
                 int n = epoll_wait(ep, evs, 512, (int) (next_tick > now ? next_tick - now : 0));
                 for (int i = 0; i < n; i++)
                         conn_event(evs[i].data.ptr, evs[i].events);
-                now = now_ms();
+                now = util_now_ms();
                 if (now < next_tick)
                         continue;
                 next_tick = now + 10;
@@ -802,7 +791,7 @@ int main(int argc, char **argv) {
                                 submit_one(&submitters[i]);
         }
         qsort(exit_lat, n_exit_lat, sizeof(double), cmp_double);
-        double secs = (double) (now_ms() - start) / 1000.0;
+        double secs = (double) (util_now_ms() - start) / 1000.0;
         printf("{\"nodes\":%d,\"seconds\":%.1f,\"registers\":%ld,\"syncs\":%ld,"
                "\"syncs_per_s\":%.0f,\"unchanged_answers\":%ld,\"rank_starts\":%ld,\"rank_exits\":%"
                "ld,\"submits\":%ld,"
