@@ -115,13 +115,18 @@ void request_set_sync_answer(Api *api, Request *req, Node *node) {
 /*
  * Answers a sync now, or holds it (returns true) until its node's desired state changes
  * or a sync period passes. The agent's other request, held before this one, was dropped
- * for it: answered after this turn's commit, it frees its connection now instead of at
- * its deadline.
+ * for it: answered with the next sweep of deadlines, it frees its connection then
+ * instead of at its deadline.
  */
 static bool sync_answer_or_hold(Api *api, Request *req, Node *node, int64_t wait_ms,
                                 uint64_t version, bool answer_now) {
-        for (LongPoll *p = longpolls_of_node(&api->polls, node->index); p; p = p->node_next)
-                longpolls_set_deadline(&api->polls, p, 0);
+        for (unsigned i = 0; i < API_SHARDS; i++) {
+                LongPolls *polls = &api->shard[i].polls;
+                for (LongPoll *p = longpolls_of_node(polls, node->index); p; p = p->node_next) {
+                        request_of_poll(p)->dropped = true;
+                        longpolls_set_deadline(polls, p, 0);
+                }
+        }
         if (wait_ms <= 0 || node->version != version || answer_now) {
                 request_set_sync_answer(api, req, node);
                 return false;

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "api.h"
@@ -21,10 +22,16 @@
 #include "tokens.h"
 
 /* Connections one node's agent may hold: its held poll and the request with news that
- * replaced it, with room for a poll still held after its agent gave up on it. More
- * from one node is a broken or hostile agent taking the rest of the fleet's share. */
-#define API_AGENT_CONNECTIONS_PER_NODE 4
+ * replaced it, with room for the polls it gave up on for news, held until the next sweep
+ * of deadlines (API_SWEEP_MS). More from one node is a broken or hostile agent taking
+ * the rest of the fleet's share. */
+#define API_AGENT_CONNECTIONS_PER_NODE 8
 #define API_MAX_JSON_DEPTH 32
+/* Each shard's held syncs whose time is up are answered together at most this often
+ * (api_after_commit): an answer comes up to this much after its deadline. */
+#define API_SWEEP_MS 50
+/* libmicrohttpd daemons the connections are spread over (api.c says why). */
+#define API_SHARDS 8
 
 typedef struct Request Request;
 
@@ -55,16 +62,32 @@ struct Request {
         /* Long-poll of an agent sync (in Api.polls while held). */
         LongPoll poll;
         bool polling;
+        unsigned shard; /* of its connection, once held */
+        /* Its agent sent another sync, so it dropped this one: answered with the next
+         * sweep of deadlines, not at once for a change of its node's state. */
+        bool dropped;
         /* The sync's: the desired version its agent applied, and whether it takes the
          * short answer while that version stands. */
         uint64_t applied_version;
         bool accepts_unchanged;
         bool accepts_shared_env; /* and the jobs' host lists once per answer */
-        /* Suspended until the turn that wrote for it commits (in Api.committing). */
-        bool suspended;
+        bool suspended; /* a held sync, or a log stream waiting for its agent */
+        /* Answered once the turn that wrote for it commits (in Api.committing). */
+        bool awaiting_commit;
         Request *next_waiting;
         bool busy; /* turned away to keep the API users' reserve: the connection closes */
 };
+
+static inline Request *request_of_poll(LongPoll *p) {
+        return (Request *) ((char *) p - offsetof(Request, poll));
+}
+
+/* A shard of the connections: one libmicrohttpd daemon and the syncs it holds. */
+typedef struct ApiShard {
+        struct MHD_Daemon *mhd;
+        LongPolls polls; /* held agent syncs: each LongPoll is a Request's member poll */
+        int64_t sweep_at_ms; /* its held syncs whose time is up are answered from then on */
+} ApiShard;
 
 /* Per connection (libmicrohttpd's socket context), from its start to its close. */
 typedef struct Connection {
@@ -80,12 +103,16 @@ typedef struct Connection {
 
 struct Api {
         Controller *ctl;
-        struct MHD_Daemon *mhd;
+        /* Connections are spread over API_SHARDS libmicrohttpd daemons on the one
+         * listening socket, each with its own held syncs and sweep (api.c says why). */
+        ApiShard shard[API_SHARDS];
+        int ep; /* epoll of the shards' epoll fds: the loop waits on it */
+        unsigned run_first; /* the shard api_run starts with, rotated: each accepts */
+        unsigned adopt_next; /* the shard of the next connection adopted while loading */
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
         int streams_per_user;
-        Request *committing; /* suspended until their turn commits */
-        LongPolls polls; /* held agent syncs: each LongPoll is a Request's member poll */
+        Request *committing; /* answered once their turn commits */
         Request *streams; /* log streams (suspended while their pipe is empty) */
         int n_streams;
         int requests; /* in progress: from their first byte to their completion */

@@ -26,14 +26,15 @@
  * where a pass over the nodes and the queue takes milliseconds and every rank exit asks
  * for one, passes are also spaced by SCHED_PASS_SPACING times the last one's duration
  * (up to SCHED_MAX_INTERVAL_MS), counted from a pass's start: scheduling takes at most
- * about a sixteenth of the loop, and one pass places what many exits freed. Most of a
- * pass at 10,000 nodes is building its input, whatever it places: each halving of the
- * passes (from 4 to 8 times, then 16) freed CPU for the fleet's requests, and the fleet
- * bench's submitters, answered sooner, started more ranks (docs/PERFORMANCE.md).
+ * about an eighth of the loop, and one pass places what many exits freed. Most of a
+ * pass at 10,000 nodes is building its input, whatever it places, so passes half as
+ * often (8 times, not 4) placed 10-15 % more ranks with less CPU. 16 times placed more
+ * again but made the passes, and the turns that carry them, longer: the rank-exit p99
+ * was worse in three runs of four (docs/PERFORMANCE.md, 2026-11-25).
  */
 #define SCHED_MIN_INTERVAL_MS 5
 #define SCHED_MAX_INTERVAL_MS 250
-#define SCHED_PASS_SPACING 16
+#define SCHED_PASS_SPACING 8
 /* How often an idle controller checks that its database file is still in place. */
 #define CTL_FILE_CHECK_MS 1000
 #define CTL_RETIRE_PERIOD_MS 1000
@@ -235,7 +236,7 @@ static void ctl_schedule(Controller *ctl) {
         if (!(t->effects & TURN_SCHEDULE) || now - ctl->sched.last_pass_ms < ctl->sched_interval_ms)
                 return;
         /* A restarted controller answers its reconnecting fleet before it schedules:
-         * passes (a sixteenth of the loop) would delay agents towards their lease's end. */
+         * passes (an eighth of the loop) would delay agents towards their lease's end. */
         if (ctl->reconnecting > 0 && now < ctl->reconnect_until_ms)
                 return;
         struct timespec start;

@@ -23,6 +23,10 @@ import unittest
 
 import axtest
 
+# API_AGENT_CONNECTIONS_PER_NODE (api/api-internal.h): its held poll, the request with news
+# that replaced it, and polls it dropped for news, answered with the next sweep.
+PER_NODE = 8
+
 
 def metric(c, name):
     _, text, _ = c.api("GET", "/metrics")
@@ -95,16 +99,17 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
 
     def test_one_node_cannot_take_the_fleets_connections(self):
         # A broken or hostile agent (with its node's token it speaks only for its node)
-        # opens connection after connection: it gets four, the rest of the fleet its own.
+        # opens connection after connection: it gets eight (API_AGENT_CONNECTIONS_PER_NODE),
+        # the rest of the fleet its own.
         c = self.start_cluster(0)
         hog = []
         self.addCleanup(lambda: [h.close() for h in hog])
-        for i in range(4):
+        for i in range(PER_NODE):
             conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
             hog.append(conn)
             status, body, _ = self.register(conn, "hog")
             self.assertEqual(status, 200, (i, body))
-        self.assertEqual(metric(c, "axctl_agent_connections"), 4)
+        self.assertEqual(metric(c, "axctl_agent_connections"), PER_NODE)
         more = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
         self.addCleanup(more.close)
         status, body, resp = self.register(more, "hog")
@@ -113,14 +118,14 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
         self.assertIn("one node", body["error"]["message"])
         self.assertEqual(resp.getheader("Connection"), "close")
         more.close()
-        self.assertEqual(metric(c, "axctl_agent_connections"), 4)
+        self.assertEqual(metric(c, "axctl_agent_connections"), PER_NODE)
 
         # Another node is served; a held connection of the hog goes on being served.
         other = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
         self.addCleanup(other.close)
         self.assertEqual(self.register(other, "other")[0], 200)
         self.assertEqual(self.register(hog[0], "hog")[0], 200)
-        self.assertEqual(metric(c, "axctl_agent_connections"), 5)
+        self.assertEqual(metric(c, "axctl_agent_connections"), PER_NODE + 1)
 
         # A connection that speaks for another node counts for that one: the hog's count
         # drops and a new connection of it gets in.
@@ -128,7 +133,7 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
         again = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
         self.addCleanup(again.close)
         self.assertEqual(self.register(again, "hog")[0], 200)
-        self.assertEqual(metric(c, "axctl_agent_connections"), 6)
+        self.assertEqual(metric(c, "axctl_agent_connections"), PER_NODE + 2)
 
         # Closed connections are let go of.
         for h in hog + [other, again]:
@@ -141,7 +146,8 @@ class ConnectionReserveTest(axtest.ClusterTestCase):
     def test_hundreds_of_writes_waiting_for_one_commit_are_all_answered(self):
         # A write is answered once its turn commits (api.c keeps the requests that wait
         # for it): 400 submits sent at once, many in one turn, are each answered once
-        # and stored, and clients that leave before their answer disturb no other.
+        # and stored, and clients that leave before their answer disturb no other (they
+        # wait unsuspended, so a leaver's reset may be seen before the commit).
         c = self.start_cluster(0)
         spec = json.dumps({"command": ["true"], "ranks": 1})
         request = ("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

@@ -15,6 +15,8 @@
   make it drop a long-poll that is late rather than held: that one's answer renews the
   lease, and a new request would queue behind the rest of a restarted fleet's. The
   long-poll an agent dropped for news is answered soon after, not held to its end.
+- Held syncs on many connections (spread over the controller's shards) are each
+  answered at their deadline, shortly after it, and one whose node changed at once.
 - An agent that announces `accept=shared_env` gets a gang's host list once per answer,
   not in every rank's environment; merged, its ranks are those of the whole answer.
 - A sync body that repeats the connection's last one byte for byte is not parsed again
@@ -26,6 +28,7 @@ import http.client
 import json
 import os
 import re
+import select
 import signal
 import time
 import unittest
@@ -147,12 +150,61 @@ class SyncAnswerTest(axtest.ClusterTestCase):
             return ans, time.monotonic() - took
 
         v = timed_sync(0, 0)[0]["version"]
-        self.assertGreater(timed_sync(1000, v)[1], 0.9, "a sync with nothing new was not held")
+        took = timed_sync(1000, v)[1]
+        self.assertGreater(took, 0.9, "a sync with nothing new was not held")
+        # Answered with the sweep of deadlines after its end (every 50 ms under load).
+        self.assertLess(took, 2.0, "a held sync was answered long after its wait")
         c.restart_controller(sigkill=True)
         ans, took = timed_sync(1000, v)
         self.assertEqual((ans["version"], ans.get("unchanged")), (v, True), ans)
         self.assertLess(took, 0.7, "the first sync after the restart was held")
         self.assertGreater(timed_sync(1000, v)[1], 0.9, "the next sync was not held")
+
+    def test_held_syncs_on_many_connections_are_each_answered_on_time(self):
+        c = self.start_cluster(0)
+        query = "/v1/agent/sync?wait_ms=%d&version=%d&accept=unchanged"
+        agents = []
+        for i in range(48):
+            body = register_by_hand(c, "h%02d" % i, "%032x" % i)
+            version = c.api_ok("POST", query % (0, 0), body, expect=(200,))["version"]
+            conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=30)
+            self.addCleanup(conn.close)
+            agents.append((conn, body, version))
+
+        def hold_all():
+            sent = time.monotonic()
+            for conn, body, version in agents:
+                conn.request("POST", query % (1000, version), json.dumps(body),
+                             {"Content-Type": "application/json"})
+            return sent
+
+        def answer(conn):
+            resp = conn.getresponse()
+            return resp.status, json.loads(resp.read())
+
+        # Nothing changes: each is held for its wait, and answered soon after it (its
+        # shard sweeps at most every 50 ms).
+        sent = hold_all()
+        for conn, _, version in agents:
+            status, ans = answer(conn)
+            self.assertEqual((status, ans["version"], ans.get("unchanged")), (200, version, True))
+            took = time.monotonic() - sent
+            self.assertGreater(took, 0.9, "a sync with nothing new was not held")
+        self.assertLess(time.monotonic() - sent, 2.5, "held syncs were answered late")
+
+        # A rank placed on one node: that node's held sync is answered at once, whatever
+        # its shard, and the others stay held.
+        sent = hold_all()
+        c.submit({"command": ["true"], "ranks": 1})
+        socks = {conn.sock: conn for conn, _, _ in agents}
+        ready, _, _ = select.select(list(socks), [], [], 0.7)
+        self.assertEqual(len(ready), 1, "not one held sync answered for the placed rank")
+        status, ans = answer(socks[ready[0]])
+        self.assertEqual((status, len(ans["ranks"])), (200, 1), ans)
+        self.assertLess(time.monotonic() - sent, 0.9)
+        for conn, _, _ in agents:
+            if conn.sock is not ready[0]:
+                self.assertEqual(answer(conn)[0], 200)
 
     def test_a_long_poll_dropped_for_news_is_answered_soon(self):
         # The agent drops its held sync for news, which is answered at once. The one it
@@ -169,9 +221,12 @@ class SyncAnswerTest(axtest.ClusterTestCase):
                      {"Content-Type": "application/json"})
         axtest.wait_for(lambda: sum(sync_reports(c).values()) == 2, 10, "the sync held")
         self.assertEqual(c.api_ok("POST", query % (0, v), body, expect=(200,))["version"], v)
+        news_answered = time.monotonic()
         resp = held.getresponse()
         self.assertEqual((resp.status, json.loads(resp.read()).get("unchanged")), (200, True))
         self.assertLess(time.monotonic() - sent, 3, "the dropped long-poll was held to its end")
+        # With the next sweep of deadlines (every 50 ms), whatever else happens.
+        self.assertLess(time.monotonic() - news_answered, 1.0, "the dropped long-poll was late")
 
     def test_an_agent_with_its_lease_half_spent_asks_for_no_hold(self):
         # A lease of 6 s: holds of 1 s, half the lease 3 s, so an answer would have to
