@@ -59,19 +59,19 @@ struct Request {
         char *stream_owner; /* whose stream it is: "user NAME", or "address ADDR" */
         Request *stream_prev, *stream_next; /* Api.streams */
         bool in_streams;
-        /* Long-poll of an agent sync (in Api.polls while held). */
+        /* Long-poll of an agent sync (in its shard's polls while held). */
         LongPoll poll;
         bool polling;
-        unsigned shard; /* of its connection, once held */
-        /* Its agent sent another sync, so it dropped this one: answered with the next
-         * sweep of deadlines, not at once for a change of its node's state. */
+        unsigned shard; /* of its connection, once held or awaiting a commit */
+        /* Its agent sent another sync, so it dropped this one: answered with its
+         * shard's next sweep, not at once for a change of its node's state. */
         bool dropped;
         /* The sync's: the desired version its agent applied, and whether it takes the
          * short answer while that version stands. */
         uint64_t applied_version;
         bool accepts_unchanged;
         bool accepts_shared_env; /* and the jobs' host lists once per answer */
-        bool suspended; /* a held sync, or a log stream waiting for its agent */
+        bool suspended; /* a held sync */
         /* Answered once the turn that wrote for it commits (in Api.committing). */
         bool awaiting_commit;
         Request *next_waiting;

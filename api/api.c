@@ -740,6 +740,7 @@ static void request_hold(Api *api, Request *req, struct MHD_Connection *con) {
                 longpolls_add(&api->shard[req->shard].polls, &req->poll);
                 MHD_suspend_connection(con);
         } else {
+                req->shard = shard_of(api, con);
                 req->awaiting_commit = true;
                 req->next_waiting = api->committing;
                 api->committing = req;
@@ -931,7 +932,8 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
          * 30 s. There is no cap per address (a fleet behind NAT is one address) and none
          * below the descriptor limit (main raises it to the hard limit) but what the
          * process needs besides: API_MAX_STREAMS log streams' connections to their agents,
-         * and API_FD_RESERVE for the database, the journal and the listening socket.
+         * and API_FD_RESERVE for the database, the journal, and the listening socket
+         * and epoll set of each HTTP shard (below).
          */
         struct rlimit rl;
         unsigned limit = 4096, reserve = API_FD_RESERVE + API_MAX_STREAMS;
@@ -943,8 +945,9 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
         api->agent_connection_limit = limit > user_reserve ? limit - user_reserve : 0;
         log_info("serving up to %u connections, of which agents may hold %u", limit,
                  api->agent_connection_limit);
-        /* Rounded up: the shards together serve at least the limit (API_FD_RESERVE
-         * covers the few more). */
+        /* Rounded up: the shards together serve the limit and at most API_SHARDS - 1
+         * more, which the descriptors kept besides cover (API_FD_RESERVE, or half of
+         * them under a small limit). */
         unsigned per_shard = (limit + API_SHARDS - 1) / API_SHARDS;
         struct MHD_OptionItem items[] = {
                 {MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL}, /* first: set per shard below */
@@ -978,6 +981,7 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
          * last, not the fleet's.
          */
         api->ep = epoll_create1(EPOLL_CLOEXEC);
+        unsigned ready = 0;
         for (unsigned i = 0; i < API_SHARDS && api->ep >= 0; i++) {
                 int fd = i == 0 ? listen_fd : fcntl(listen_fd, F_DUPFD_CLOEXEC, 0);
                 if (fd < 0)
@@ -995,8 +999,9 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
                                 close(fd);
                         break;
                 }
+                ready++;
         }
-        if (api->ep < 0 || !api->shard[API_SHARDS - 1].mhd) {
+        if (ready < API_SHARDS) {
                 api_free(api);
                 return -EIO;
         }
@@ -1190,17 +1195,16 @@ void api_after_commit(Api *api) {
                         shard->sweep_at_ms = sweep_next(i, now);
                 answered[i] |= swept;
         }
-        bool committed = api->committing != NULL;
         for (Request *r = api->committing, *next; r; r = next) {
                 next = r->next_waiting;
                 if (failure)
                         request_set_unavailable(r, failure); /* its turn did not commit */
                 r->awaiting_commit = false;
+                answered[r->shard] = true;
         }
         api->committing = NULL;
-        /* Send the answers now rather than on the next wake-up (those that waited for
-         * the commit may be on any shard). */
+        /* Send the answers now rather than on the next wake-up. */
         for (unsigned i = 0; i < API_SHARDS; i++)
-                if (answered[i] || committed)
+                if (answered[i])
                         MHD_run(api->shard[i].mhd);
 }

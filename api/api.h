@@ -38,7 +38,7 @@ Api *api_free(Api *api);
 int api_streams_fd(Api *api);
 void api_streams_run(Api *api);
 
-/* The fd to watch for readability (libmicrohttpd's epoll set). */
+/* The fd to watch for readability (an epoll set of the shards' libmicrohttpd epoll sets). */
 int api_fd(Api *api);
 /* Processes ready connections; call when api_fd is readable or the timeout passes. */
 void api_run(Api *api);

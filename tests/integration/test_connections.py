@@ -3,7 +3,7 @@
 """Issue 13's connection policy, against a real axctld whose descriptor limit is small
 enough to fill: agents behind one address are not capped per address; agents can never
 take the connections kept for API users, and one node's agent cannot take the fleet's
-(four connections a node); an agent turned away gets 503 `busy` and its
+(eight connections a node); an agent turned away gets 503 `busy` and its
 connection closed, and gets in once other agents let go of theirs. And a controller that
 is loading a big database accepts the connections that come meanwhile, rather than
 leaving them to a listen backlog whose overflow waits for TCP's SYN retransmits."""
@@ -256,13 +256,7 @@ class LoadingTest(axtest.ClusterTestCase):
                 return f.read()
         axtest.wait_for(lambda: "serving up to 32 connections" in log(), 30,
                         "the HTTP server to start", interval=0.005)
-        clients = []
-        for _ in range(40):
-            time.sleep(0.005)  # spread, as in the test above: no SYN dropped
-            clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-        self.addCleanup(lambda: [s.close() for s in clients])
-
-        def sockets():  # the listening one and those accepted
+        def sockets():  # the listening ones (one per HTTP shard) and those accepted
             n = 0
             for fd in os.listdir("/proc/%d/fd" % proc.pid):
                 try:
@@ -270,7 +264,13 @@ class LoadingTest(axtest.ClusterTestCase):
                 except FileNotFoundError:
                     pass  # closed meanwhile
             return n
-        axtest.wait_for(lambda: sockets() >= 33, 10, "32 connections accepted")
+        listening = sockets()
+        clients = []
+        for _ in range(40):
+            time.sleep(0.005)  # spread, as in the test above: no SYN dropped
+            clients.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        self.addCleanup(lambda: [s.close() for s in clients])
+        axtest.wait_for(lambda: sockets() >= listening + 32, 10, "32 connections accepted")
         self.assertNotIn("serving on", log(), "the load was over before the clients connected")
         for s in clients:
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
