@@ -734,13 +734,12 @@ static unsigned shard_of(Api *api, struct MHD_Connection *con) {
  */
 static void request_hold(Api *api, Request *req, struct MHD_Connection *con) {
         req->connection = con;
+        req->shard = shard_of(api, con);
         if (req->polling) {
-                req->shard = shard_of(api, con);
                 req->suspended = true;
                 longpolls_add(&api->shard[req->shard].polls, &req->poll);
                 MHD_suspend_connection(con);
         } else {
-                req->shard = shard_of(api, con);
                 req->awaiting_commit = true;
                 req->next_waiting = api->committing;
                 api->committing = req;
