@@ -25,6 +25,8 @@ void model_clear(Model *m) {
         free(m->active);
         free(m->ending);
         free(m->nodes);
+        free(m->capacity_changed);
+        free(m->running);
         for (int i = 0; i < m->n_stored_goodput; i++) {
                 free(m->stored_goodput[i]->project);
                 free(m->stored_goodput[i]);
@@ -215,7 +217,32 @@ void model_node_add(Model *m, Node *node) {
                 m->n_draining++;
 }
 
-void model_node_hold(Node *node, Job *job, const Rank *r, int delta) {
+void model_node_capacity_changed(Model *m, Node *node) {
+        if (node->capacity_changed)
+                return;
+        node->capacity_changed = true;
+        GROW(m->capacity_changed, m->n_capacity_changed, m->cap_capacity_changed);
+        m->capacity_changed[m->n_capacity_changed++] = node;
+}
+
+/* Counts delta more alive ranks of job on nodes: in Model.running while any. */
+static void job_held_add(Model *m, Job *job, int delta) {
+        job->held_ranks += delta;
+        if (job->held_ranks > 0 && !job->running_slot) {
+                GROW(m->running, m->n_running, m->cap_running);
+                m->running[m->n_running++] = job;
+                job->running_slot = m->n_running;
+        } else if (job->held_ranks <= 0 && job->running_slot) {
+                Job *last = m->running[--m->n_running];
+                m->running[job->running_slot - 1] = last;
+                last->running_slot = job->running_slot;
+                job->running_slot = 0;
+        }
+}
+
+void model_node_hold(Model *m, Node *node, Job *job, const Rank *r, int delta) {
+        model_node_capacity_changed(m, node);
+        job_held_add(m, job, delta);
         int i = 0;
         while (i < node->n_jobs && node->jobs[i].job != job)
                 i++;
@@ -248,37 +275,40 @@ Job **model_node_jobs(const Node *node, int *ret_n) {
         return jobs;
 }
 
-static void node_usage_reset(Node *node) {
+static void node_usage_reset(Model *m, Node *node) {
+        model_node_capacity_changed(m, node);
+        for (int k = 0; k < node->n_jobs; k++)
+                job_held_add(m, node->jobs[k].job, -node->jobs[k].alive_ranks);
         node->used_cpus = node->alive_ranks = 0;
         node->used_memory_mb = 0;
         node->n_jobs = 0;
         memset(node->device_used, 0, (size_t) node->n_devices * sizeof(int));
 }
 
-void model_node_recount(Node *node) {
+void model_node_recount(Model *m, Node *node) {
         /* Its job list names every job with an alive rank here: only those count. */
         int n_jobs;
         Job **jobs = model_node_jobs(node, &n_jobs);
-        node_usage_reset(node);
+        node_usage_reset(m, node);
         for (int j = 0; j < n_jobs; j++)
                 for (int k = 0; k < jobs[j]->n_ranks; k++) {
                         Rank *r = &jobs[j]->ranks[k];
                         if (r->alive && r->node_name && strcmp(r->node_name, node->name) == 0)
-                                model_node_hold(node, jobs[j], r, 1);
+                                model_node_hold(m, node, jobs[j], r, 1);
                 }
         free(jobs);
 }
 
 void model_nodes_recount_all(Model *m) {
         for (int i = 0; i < m->n_nodes; i++)
-                node_usage_reset(m->nodes[i]);
+                node_usage_reset(m, m->nodes[i]);
         for (int j = 0; j < m->n_active; j++) {
                 Job *job = m->active[j];
                 for (int k = 0; k < job->n_ranks; k++) {
                         Rank *r = &job->ranks[k];
                         Node *node = r->alive ? model_rank_node(m, r) : NULL;
                         if (node)
-                                model_node_hold(node, job, r, 1);
+                                model_node_hold(m, node, job, r, 1);
                 }
         }
 }

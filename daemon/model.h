@@ -140,7 +140,8 @@ typedef struct Job {
         int active_pos;
         bool ending; /* in the model's list of active jobs that may have ended */
         bool in_pass; /* already a candidate of the scheduling pass being built */
-        bool in_running; /* already among the running jobs of the snapshot being built */
+        int held_ranks; /* its alive ranks counted on their nodes (model_node_hold) */
+        int running_slot; /* 1 + its index in Model.running; 0: holds nothing */
         JobGang gang; /* memory only */
 } Job;
 
@@ -185,6 +186,7 @@ struct Node {
         int used_cpus;
         int64_t used_memory_mb;
         int *device_used; /* per inventory device: alive ranks holding it */
+        bool capacity_changed; /* listed in Model.capacity_changed */
         uint64_t sched_names_gen; /* of its devices' sched_kind; 0: none taken */
         int alive_ranks;
         struct NodeJob *jobs; /* jobs with alive ranks here, and how many */
@@ -260,6 +262,14 @@ typedef struct Model {
         Node **nodes; /* never removed; Node.index is the position */
         int n_nodes, cap_nodes;
         int n_draining; /* nodes in NODE_DRAINING: a sweep looks for ended drains only then */
+        /* Jobs whose alive ranks hold capacity on nodes, in no order: what a pass reads as
+         * the running jobs, without a walk over the nodes' job lists. */
+        Job **running;
+        int n_running, cap_running;
+        /* Nodes whose free capacity or state changed since the scheduler last took them
+         * (schedule.c), so that a pass copies those and not the fleet. */
+        Node **capacity_changed;
+        int n_capacity_changed, cap_capacity_changed;
         /* Nodes whose lease runs, oldest contact first: a touch moves a node to the tail,
          * so only the head can have run out, and a turn looks at no other. */
         Node *lease_head, *lease_tail;
@@ -327,13 +337,15 @@ static inline Node *model_lease_oldest(const Model *m) {
         return m->lease_head;
 }
 
+/* Lists the node in m->capacity_changed (once): its state or free capacity changed. */
+void model_node_capacity_changed(Model *m, Node *node);
 /* Adds (delta 1) or takes back (delta -1) what rank r of job holds on node. */
-void model_node_hold(Node *node, Job *job, const Rank *r, int delta);
+void model_node_hold(Model *m, Node *node, Job *job, const Rank *r, int delta);
 /* The jobs with alive ranks on node, in id order: a malloc'd copy (*ret_n of them),
  * since marking ranks gone edits the node's own list. */
 Job **model_node_jobs(const Node *node, int *ret_n);
 /* Recomputes a node's usage from the alive ranks (after load or a new inventory). */
-void model_node_recount(Node *node);
+void model_node_recount(Model *m, Node *node);
 /* The same for every node at once, after loading: one walk over the alive ranks. */
 void model_nodes_recount_all(Model *m);
 /* Sets a node's inventory (NULL: none) as a registration brings it: its text, and what

@@ -133,7 +133,7 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         node->labels = msg->labels ? json_deep_copy(msg->labels) : json_object();
         model_node_set_inventory(node, msg->inventory);
         schedule_fleet_changed(&ctl->sched);
-        model_node_recount(node);
+        model_node_recount(&ctl->model, node);
         model_node_touch(&ctl->model, node, util_now_ms());
         node->last_seen_ms = util_wall_ms();
         ctl_node_connected(ctl, node);

@@ -17,6 +17,7 @@
 
 typedef struct Snapshot {
         SchedSnapshot s;
+        bool nodes_borrowed; /* s.nodes are Scheduling.pass_fleet's */
         SchedLabel *label_pool;
         SchedDevice *device_pool; /* behind s.nodes[].devices: one allocation per pass */
         SchedLabel *selector_pool;
@@ -116,6 +117,16 @@ static void sched_job_fill(const JobSpec *spec, const Job *job, SchedJob *sj,
         }
 }
 
+/* What a pass reads of a node that alive ranks change: whether it takes ranks, and what
+ * they leave free. */
+static void sched_node_free_set(const Node *node, SchedNode *sn) {
+        sn->schedulable = node->state == NODE_READY;
+        sn->cpus_free = node->cpus - node->used_cpus;
+        sn->memory_free_mb = node->memory_mb > 0 ? node->memory_mb - node->used_memory_mb : -1;
+        for (int d = 0; d < node->n_devices; d++)
+                sn->devices[d].free = node->device_used[d] == 0;
+}
+
 /* Nodes with their free capacity (after what alive ranks hold, when for_pass: then
  * with the scheduler's copies of kind names). */
 static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool for_pass) {
@@ -136,43 +147,23 @@ static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool for_pass) {
                                 for_pass);
                 off += sn->n_labels;
                 dev += node->n_devices;
-                if (!for_pass)
-                        continue;
-                sn->cpus_free -= node->used_cpus;
-                if (sn->memory_free_mb >= 0)
-                        sn->memory_free_mb -= node->used_memory_mb;
-                for (int d = 0; d < node->n_devices; d++)
-                        sn->devices[d].free = node->device_used[d] == 0;
+                if (for_pass)
+                        sched_node_free_set(node, sn);
         }
         snap->s.n_nodes = ctl->model.n_nodes;
 }
 
 /*
- * Jobs with alive ranks: what they hold, for quota use and preemption. They are found
- * through the nodes' job lists, so the cost follows the running jobs, not the queue.
+ * Jobs with alive ranks: what they hold, for quota use and preemption. The model keeps
+ * their list, so the cost follows the running jobs, not the queue or the fleet.
  */
 static void snapshot_running(Controller *ctl, Snapshot *snap) {
-        int n = 0, cap = 16;
-        Job **jobs = xmalloc((size_t) cap * sizeof(Job *));
-        for (int i = 0; i < ctl->model.n_nodes; i++) {
-                Node *node = ctl->model.nodes[i];
-                for (int k = 0; k < node->n_jobs; k++) {
-                        Job *job = node->jobs[k].job;
-                        if (job->in_running)
-                                continue;
-                        job->in_running = true;
-                        if (n == cap) {
-                                cap *= 2;
-                                jobs = xrealloc(jobs, (size_t) cap * sizeof(Job *));
-                        }
-                        jobs[n++] = job;
-                }
-        }
+        int n = ctl->model.n_running;
+        Job **jobs = ctl->model.running;
         snap->s.running = xcalloc((size_t) n + 1, sizeof(SchedRunning));
         snap->running_of = xcalloc((size_t) n + 1, sizeof(Job *));
         for (int j = 0; j < n; j++) {
                 Job *job = jobs[j];
-                job->in_running = false;
                 job_names_take(&ctl->sched, job);
                 Attempt *a = job_current_attempt(job);
                 snap->running_of[snap->s.n_running] = job;
@@ -192,25 +183,108 @@ static void snapshot_running(Controller *ctl, Snapshot *snap) {
                                        .rank_node = job->held_node,
                                        .rank_devices = job->held_devices};
         }
-        free(jobs);
-}
-
-/* What a pass reads: nodes with their free capacity and the running jobs. */
-static void snapshot_for_pass(Controller *ctl, Snapshot *snap) {
-        sched_names_begin(&ctl->sched);
-        snapshot_nodes(ctl, snap, true);
-        snapshot_running(ctl, snap);
 }
 
 static void snapshot_free(Snapshot *snap) {
         free(snap->device_pool);
-        free(snap->s.nodes);
+        if (!snap->nodes_borrowed)
+                free(snap->s.nodes);
         free(snap->s.jobs);
         free(snap->s.running);
         free(snap->label_pool);
         free(snap->selector_pool);
         free(snap->job_of);
         free(snap->running_of);
+}
+
+static void pass_fleet_drop(Scheduling *s) {
+        if (!s->pass_fleet)
+                return;
+        snapshot_free(s->pass_fleet);
+        free(s->pass_fleet);
+        s->pass_fleet = NULL;
+}
+
+/*
+ * Under AXCTLD_STRICT_TRANSITIONS (the tests): the kept copy of the fleet must equal a
+ * fresh one, and the model's running jobs be those on the nodes' job lists, or a change
+ * went unlisted and passes would place on what is not free.
+ */
+static void pass_input_verify(Controller *ctl) {
+        const Snapshot *f = ctl->sched.pass_fleet;
+        const Model *m = &ctl->model;
+        int64_t on_nodes = 0, on_jobs = 0;
+        for (int i = 0; i < m->n_running; i++)
+                on_jobs += m->running[i]->held_ranks;
+        for (int i = 0; i < m->n_nodes; i++) {
+                on_nodes += m->nodes[i]->alive_ranks;
+                for (int k = 0; k < m->nodes[i]->n_jobs; k++) {
+                        const Job *job = m->nodes[i]->jobs[k].job;
+                        if (job->running_slot < 1 || job->running_slot > m->n_running ||
+                            m->running[job->running_slot - 1] != job) {
+                                log_error("bug: job %lld holds node %s but is not running",
+                                          (long long) job->id, m->nodes[i]->name);
+                                abort();
+                        }
+                }
+        }
+        if (on_nodes != on_jobs) {
+                log_error("bug: %lld alive ranks on nodes, %lld held by running jobs",
+                          (long long) on_nodes, (long long) on_jobs);
+                abort();
+        }
+        for (int i = 0; i < ctl->model.n_nodes; i++) {
+                Node *node = ctl->model.nodes[i];
+                const SchedNode *kept = &f->s.nodes[i];
+                SchedNode fresh = *kept;
+                fresh.devices = xmalloc(((size_t) node->n_devices + 1) * sizeof(SchedDevice));
+                sched_node_free_set(node, &fresh);
+                bool same = kept->schedulable == fresh.schedulable &&
+                            kept->cpus_free == fresh.cpus_free &&
+                            kept->memory_free_mb == fresh.memory_free_mb &&
+                            kept->n_devices == node->n_devices;
+                for (int d = 0; same && d < node->n_devices; d++)
+                        same = kept->devices[d].free == fresh.devices[d].free;
+                free(fresh.devices);
+                if (!same) {
+                        log_error("bug: the scheduler's copy of node %s is stale", node->name);
+                        abort();
+                }
+        }
+}
+
+/* The kept copy of the fleet brought up to date: the nodes whose capacity changed since
+ * the last pass, or all of them when the fleet or the names changed. */
+static void pass_fleet_update(Controller *ctl) {
+        Scheduling *s = &ctl->sched;
+        Model *m = &ctl->model;
+        bool whole = !s->pass_fleet || s->pass_fleet_gen != s->names_gen ||
+                     s->pass_fleet->s.n_nodes != m->n_nodes;
+        if (whole) {
+                pass_fleet_drop(s);
+                s->pass_fleet = xcalloc(1, sizeof(Snapshot));
+                snapshot_nodes(ctl, s->pass_fleet, true);
+                s->pass_fleet_gen = s->names_gen;
+        }
+        for (int i = 0; i < m->n_capacity_changed; i++) {
+                Node *node = m->capacity_changed[i];
+                node->capacity_changed = false;
+                if (!whole)
+                        sched_node_free_set(node, &s->pass_fleet->s.nodes[node->index]);
+        }
+        m->n_capacity_changed = 0;
+}
+
+/* What a pass reads: nodes with their free capacity and the running jobs. */
+static void snapshot_for_pass(Controller *ctl, Snapshot *snap) {
+        sched_names_begin(&ctl->sched);
+        pass_fleet_update(ctl);
+        snap->s.nodes = ctl->sched.pass_fleet->s.nodes;
+        snap->s.n_nodes = ctl->sched.pass_fleet->s.n_nodes;
+        snap->nodes_borrowed = true;
+        if (ctl->turn.strict)
+                pass_input_verify(ctl);
+        snapshot_running(ctl, snap);
 }
 
 /* Whether job is in the queue now: pending, or restarting or preempted with its old
@@ -243,6 +317,7 @@ void schedule_init(Scheduling *s) {
 }
 
 void schedule_fleet_changed(Scheduling *s) {
+        pass_fleet_drop(s);
         s->verdicts = strmap_free(s->verdicts);
         s->feasibility = sched_feasibility_free(s->feasibility);
         if (!s->fleet)

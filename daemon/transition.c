@@ -262,7 +262,7 @@ void tr_rank_gone(Turn *t, Job *job, Rank *r) {
         model_rank_held_set(t->model, job, r);
         Node *node = model_rank_node(t->model, r);
         if (node)
-                model_node_hold(node, job, r, -1);
+                model_node_hold(t->model, node, job, r, -1);
         model_active_recheck(t->model, job);
         turn_rank_dirty(t, job, r);
         t->effects |= TURN_SWEEP | TURN_SCHEDULE | TURN_SCHEDULE_FULL;
@@ -315,6 +315,7 @@ bool tr_node(Turn *t, Node *node, NodeState to, const char *reason) {
                            *node->reason ? ": " : "", node->reason);
                 t->model->n_draining += (to == NODE_DRAINING) - (node->state == NODE_DRAINING);
                 node->state = to;
+                model_node_capacity_changed(t->model, node);
         }
         turn_node_dirty(t, node);
         t->effects |= TURN_SCHEDULE | TURN_SCHEDULE_FULL;
@@ -415,7 +416,7 @@ bool tr_attempt_start(Turn *t, Job *job, const SchedPlacement *pl, Node **node_o
                 if (apr > 0)
                         memcpy(rk->devices, pl->rank_devices + (size_t) r * (size_t) apr,
                                (size_t) apr * sizeof(int));
-                model_node_hold(node_of[ni], job, rk, 1);
+                model_node_hold(m, node_of[ni], job, rk, 1);
                 model_rank_held_set(m, job, rk);
         }
         free(node_rank_of);

@@ -208,14 +208,32 @@ LOOP_HISTOGRAMS = {"pass": "axctl_scheduler_pass_seconds", "commit": "axctl_db_c
                    "turn": "axctl_loop_turn_seconds"}
 
 
+# Longer than these (seconds, bucket bounds of the histograms): the long turns the
+# rank-exit p99 is made of, and commits slow on a busy disk.
+LOOP_TAILS = {"turn": ("0.025", "0.05"), "commit": ("0.005", "0.01")}
+
+
 def loop_sums(text):
-    """Per loop histogram (scheduling passes, commits, turns that wrote): count and sum."""
+    """Per loop histogram (scheduling passes, commits, turns that wrote): count, sum and,
+    for LOOP_TAILS, how many were within each bound."""
     sums = {}
     for key, name in LOOP_HISTOGRAMS.items():
         c = re.search(r"^%s_count (\S+)" % name, text, re.M)
         s = re.search(r"^%s_sum (\S+)" % name, text, re.M)
-        sums[key] = (float(c.group(1)) if c else 0.0, float(s.group(1)) if s else 0.0)
+        within = []
+        for le in LOOP_TAILS.get(key, ()):
+            b = re.search(r'^%s_bucket\{le="%s"\} (\S+)' % (name, le), text, re.M)
+            within.append(float(b.group(1)) if b else 0.0)
+        sums[key] = (float(c.group(1)) if c else 0.0, float(s.group(1)) if s else 0.0, within)
     return sums
+
+
+def cpu_ticks():
+    """The machine's (all CPUs') busy and stolen clock ticks: a VM's steal is time its
+    vCPUs wanted and the host gave to someone else."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), v[7]
 
 
 def main():
@@ -321,6 +339,7 @@ def main():
         cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
         metrics = get(url + "/metrics")
         lost_before, loop0 = node_lost_total(metrics), loop_sums(metrics)
+        ticks0 = cpu_ticks()
         tokens0 = token_lookups(metrics)
         stop_watch = threading.Event()
         if args.auth:
@@ -331,7 +350,8 @@ def main():
             ctl, killed, out["restart_serving_s"], out["restart_first_answer_s"] = \
                 sigkill_and_restart(ctl, args, db, port, url, 30)
             cpu0, w0, lost_before = 0.0, killed, 0
-            loop0 = {key: (0.0, 0.0) for key in LOOP_HISTOGRAMS}
+            loop0 = {key: (0.0, 0.0, [0.0] * len(LOOP_TAILS.get(key, ())))
+                     for key in LOOP_HISTOGRAMS}
             tokens0 = {}
         remaining = args.seconds - (time.monotonic() - t0) - 1
         if remaining > 0:
@@ -352,6 +372,10 @@ def main():
             n, s = loop1[key][0] - loop0[key][0], loop1[key][1] - loop0[key][1]
             out["%ss_per_s" % key] = round(n / (w1 - w0), 1)
             out["%s_mean_ms" % key] = round(1000 * s / n, 2) if n else None
+            for le, before, after in zip(LOOP_TAILS.get(key, ()), loop0[key][2], loop1[key][2]):
+                out["%ss_over_%gms" % (key, float(le) * 1000)] = int(n - (after - before))
+        ticks1 = cpu_ticks()
+        out["machine_steal"] = round((ticks1[1] - ticks0[1]) / max(1, ticks1[0] - ticks0[0]), 3)
         m = re.search(r'axctl_nodes\{state="down"\} (\d+)', metrics)
         out["nodes_down"] = int(m.group(1)) if m else 0
         out["whole_answers"] = sum(int(n) for n in re.findall(
