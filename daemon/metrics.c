@@ -52,15 +52,19 @@ void ctl_metrics_write(Controller *ctl, FILE *f) {
                              "Duration of one loop turn that wrote: requests, scheduling, commit "
                              "and answers. An answer waits for its whole turn.");
         metrics_write_histogram(f, "axctl_loop_turn_seconds", "", &ctl->loop_turn);
-        uint64_t on_thread, on_commit;
-        store_checkpoints(ctl->store, &on_thread, &on_commit);
+        StoreWalStats wal;
+        store_wal_stats(ctl->store, &wal);
         metrics_write_header(
                 f, "axctl_db_checkpoints_total", "counter",
                 "SQLite WAL checkpoints that copied pages, on the store's thread or in a commit.");
         fprintf(f, "axctl_db_checkpoints_total{on=\"thread\"} %llu\n",
-                (unsigned long long) on_thread);
+                (unsigned long long) wal.checkpoints_on_thread);
         fprintf(f, "axctl_db_checkpoints_total{on=\"commit\"} %llu\n",
-                (unsigned long long) on_commit);
+                (unsigned long long) wal.checkpoints_on_commit);
+        metrics_write_header(f, "axctl_db_wal_pages_total", "counter",
+                             "Database pages the commits wrote into SQLite's WAL (each changed "
+                             "page whole); a checkpoint writes them again into the database.");
+        fprintf(f, "axctl_db_wal_pages_total %llu\n", (unsigned long long) wal.pages_written);
         metrics_write_header(f, "axctl_token_lookups_total", "counter",
                              "Bearer-token lookups, answered from the cache of those read "
                              "lately or from the store (unknown and revoked tokens too).");

@@ -39,6 +39,9 @@ typedef struct Rank {
         uint64_t stop_version; /* version that stopped listing it; 0 while listed */
         int64_t assigned_mono; /* monotonic: when it was placed (or loaded), for the start timeout */
         bool dirty;
+        /* Its row is in the store, with stored_alive for alive (loaded, or written by a
+         * turn): a later write that leaves alive as it is does not set it. */
+        bool stored, stored_alive;
 } Rank;
 
 typedef struct Attempt {
@@ -131,8 +134,11 @@ typedef struct Job {
         int64_t queued_ms; /* wall: when it last entered the queue (submit, preemption) */
         bool dirty;
         /* Its row is in the store (loaded, or inserted by a turn: a turn that fails stops
-         * the controller): later writes leave its spec out. */
+         * the controller): later writes leave its spec out, and its state and finished
+         * time while they are the row's (stored_state, stored_finished_ms). */
         bool stored;
+        JobState stored_state;
+        int64_t stored_finished_ms;
         /* Its goodput figures are in the store (it ended, and a turn wrote them): the
          * fleet's sums read them there, not from its timeline. */
         bool goodput_saved;

@@ -59,9 +59,15 @@ static int persist_job(Store *store, Model *m, Job *job) {
                 .queued_ms = opt_ms(job->queued_ms),
                 .quick_failures = job->quick_failures,
                 .best_step = job->best_step >= 0 ? job->best_step : STORE_NONE,
+                .state_as_stored = job->stored && job->stored_state == job->state &&
+                                   job->stored_finished_ms == job->finished_ms,
         };
         int r = store_job_put(store, &sj);
-        job->stored |= r >= 0;
+        if (r >= 0) {
+                job->stored = true;
+                job->stored_state = job->state;
+                job->stored_finished_ms = job->finished_ms;
+        }
         for (int i = 0; r >= 0 && i < job->n_attempts; i++) {
                 Attempt *a = &job->attempts[i];
                 if (!a->dirty)
@@ -104,10 +110,13 @@ static int persist_job(Store *store, Model *m, Job *job) {
                                 .signal = rk->signal > 0 ? rk->signal : STORE_NONE,
                                 .step = rk->step >= 0 ? rk->step : STORE_NONE,
                                 .local_rank = rk->local_rank,
-                                .node_rank = rk->node_rank};
+                                .node_rank = rk->node_rank,
+                                .alive_as_stored = rk->stored && rk->stored_alive == rk->alive};
                 r = store_rank_put(store, &sr);
                 free(devices);
                 rk->dirty = false;
+                rk->stored = r >= 0;
+                rk->stored_alive = rk->alive;
         }
         /* An ended job's figures, written with its final state and added to the sums
          * kept per project: they count whether the job is in memory or not. */
@@ -197,6 +206,11 @@ static Job *job_from_row(const StoreJob *sj) {
         job->created_ms = sj->created_ms;
         job->started_ms = from_opt(sj->started_ms, 0);
         job->finished_ms = from_opt(sj->finished_ms, 0);
+        /* A state this controller does not know was read as failed: written again. */
+        job->stored_state = util_streq_ptr(sj->state, job_state_to_string(job->state))
+                                    ? job->state
+                                    : _JOB_STATE_INVALID;
+        job->stored_finished_ms = job->finished_ms;
         job->idempotency_key = sj->idempotency_key ? xstrdup(sj->idempotency_key) : NULL;
         job->ckpt_step = from_opt(sj->ckpt_step, -1);
         /* The crash-loop count survives a restart, or a restart would reset it. */
@@ -435,6 +449,8 @@ static int load_rank(void *ud, const StoreRank *sr) {
                 r->devices[i] = (int) json_integer_value(json_array_get(devs, (size_t) i));
         json_decref(devs);
         tr_rank_restore(r, sr->state, sr->alive);
+        r->stored = true;
+        r->stored_alive = r->alive;
         model_rank_held_set(m, job, r);
         if (r->alive)
                 model_active_add(m, job);

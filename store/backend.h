@@ -63,10 +63,9 @@ typedef struct StoreBackend {
          */
         int (*run)(StoreConn *conn, int slot, const char *sql, const StoreParam *params,
                    int n_params, StoreRowCb row, void *ctx, int64_t *ret_changes);
-        /* WAL checkpoints that copied pages so far, on a thread of the backend's own and
-         * in commits (both 0 when called); NULL where the engine checkpoints out of the
-         * process's sight. */
-        void (*checkpoints)(StoreConn *conn, uint64_t *ret_on_thread, uint64_t *ret_on_commit);
+        /* The WAL's figures so far (store_wal_stats; *ret is zeroed when called); NULL
+         * where the engine keeps its log out of the process's sight. */
+        void (*wal_stats)(StoreConn *conn, StoreWalStats *ret);
         /* SQL for the database's clock in wall ms (leases are timed by it), and what makes
          * a SELECT lock its rows until the transaction ends ("" where BEGIN does). */
         const char *now_ms_sql;

@@ -39,6 +39,10 @@ typedef struct Checkpointer {
         pthread_cond_t wake, idle;
         bool ready, started, wanted, running, stopping;
         uint64_t on_thread, on_commit; /* checkpoints that copied pages, for /metrics */
+        /* Read and written by the store's thread only (the WAL hook): the WAL's length
+         * after the last commit, and the pages commits wrote into it. */
+        int wal_pages;
+        uint64_t pages_written;
 } Checkpointer;
 
 struct StoreConn {
@@ -214,6 +218,9 @@ static bool checkpoint_wanted(Checkpointer *cp) {
 /* SQLite's WAL hook, after each commit of the store's connection (on its thread). */
 static int wal_committed(void *ctx, sqlite3 *db, const char *schema, int pages) {
         Checkpointer *cp = ctx;
+        /* A shorter WAL than after the last commit was restarted from its beginning. */
+        cp->pages_written += (uint64_t) (pages >= cp->wal_pages ? pages - cp->wal_pages : pages);
+        cp->wal_pages = pages;
         if (pages < CHECKPOINT_PAGES || (pages < CHECKPOINT_INLINE_PAGES && checkpoint_wanted(cp)))
                 return SQLITE_OK;
         /* Holds the lock through the checkpoint: one of the thread's would make it
@@ -386,13 +393,14 @@ static int sqlite_run(StoreConn *c, int slot, const char *sql, const StoreParam 
         return r;
 }
 
-static void sqlite_checkpoints(StoreConn *c, uint64_t *ret_on_thread, uint64_t *ret_on_commit) {
+static void sqlite_wal_stats(StoreConn *c, StoreWalStats *ret) {
         Checkpointer *cp = &c->checkpointer;
-        if (!cp->ready) /* store_checkpoints has set both to 0 */
+        if (!cp->ready) /* store_wal_stats has zeroed *ret */
                 return;
+        ret->pages_written = cp->pages_written;
         pthread_mutex_lock(&cp->lock);
-        *ret_on_thread = cp->on_thread;
-        *ret_on_commit = cp->on_commit;
+        ret->checkpoints_on_thread = cp->on_thread;
+        ret->checkpoints_on_commit = cp->on_commit;
         pthread_mutex_unlock(&cp->lock);
 }
 
@@ -406,7 +414,7 @@ const StoreBackend store_sqlite_backend = {
         .commit = sqlite_commit,
         .rollback = sqlite_rollback,
         .run = sqlite_run,
-        .checkpoints = sqlite_checkpoints,
+        .wal_stats = sqlite_wal_stats,
         .now_ms_sql = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
         .lock_rows_sql = "",
 };

@@ -140,8 +140,10 @@ static const char *const migrations[] = {
 enum {
         STMT_JOB_PUT,
         STMT_JOB_UPDATE,
+        STMT_JOB_UPDATE_STATE_KEPT,
         STMT_ATTEMPT_PUT,
         STMT_RANK_PUT,
+        STMT_RANK_UPDATE_ALIVE_KEPT,
         STMT_NODE_PUT,
         STMT_NODE_VERSION_PUT,
         STMT_CHECKPOINT_PUT,
@@ -185,6 +187,14 @@ static const char *const statement_sql[_STMT_MAX] = {
                             " started_ms=?, finished_ms=?, ckpt_step=?, ckpt_path=?,"
                             " avoid_node=?, priority=?, tier=?, queued_ms=?, quick_failures=?,"
                             " best_step=? WHERE id=?",
+        /* Without the indexed state and finished_ms, where they are the row's already:
+         * SQLite rewrites the entries of an index whose column an UPDATE sets, whatever
+         * the value, and each rewrite is a page more in the WAL (a rank's exit writes its
+         * job's row). */
+        [STMT_JOB_UPDATE_STATE_KEPT] =
+                "UPDATE job SET attempt=?, restarts=?, reason=?, exit_code=?, started_ms=?,"
+                " ckpt_step=?, ckpt_path=?, avoid_node=?, priority=?, tier=?, queued_ms=?,"
+                " quick_failures=?, best_step=? WHERE id=?",
         [STMT_ATTEMPT_PUT] =
                 "INSERT INTO attempt (job, attempt, resume_step, resume_path, started_ms,"
                 " ended_ms, end_reason, blamed_node, detail, running_ms, first_progress_ms,"
@@ -207,6 +217,11 @@ static const char *const statement_sql[_STMT_MAX] = {
                           " pid=excluded.pid, exit_code=excluded.exit_code,"
                           " signal=excluded.signal, step=excluded.step,"
                           " local_rank=excluded.local_rank, node_rank=excluded.node_rank",
+        /* Without alive, where it is the row's already: alive ranks have an index of
+         * their own (rank_alive), rewritten whenever an UPDATE sets alive. */
+        [STMT_RANK_UPDATE_ALIVE_KEPT] =
+                "UPDATE rank SET node=?, devices=?, state=?, pid=?, exit_code=?, signal=?, step=?,"
+                " local_rank=?, node_rank=? WHERE job=? AND attempt=? AND rank=?",
         [STMT_NODE_PUT] = "INSERT INTO node (name, hostname, address, boot_id, labels,"
                           " inventory, state, reason, last_seen_ms, blame_times, agent_id,"
                           " version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
@@ -359,10 +374,10 @@ Store *store_close(Store *store) {
         return NULL;
 }
 
-void store_checkpoints(Store *store, uint64_t *ret_on_thread, uint64_t *ret_on_commit) {
-        *ret_on_thread = *ret_on_commit = 0;
-        if (store->backend->checkpoints)
-                store->backend->checkpoints(store->conn, ret_on_thread, ret_on_commit);
+void store_wal_stats(Store *store, StoreWalStats *ret) {
+        *ret = (StoreWalStats){0};
+        if (store->backend->wal_stats)
+                store->backend->wal_stats(store->conn, ret);
 }
 
 int store_check_file(Store *store) {
@@ -432,7 +447,34 @@ static const char *or_default(const char *s, const char *fallback) {
         return s ? s : fallback;
 }
 
+/* Runs an UPDATE of one row in slot: -ENOENT when there is no such row. */
+static int update_one(Store *store, int slot, const StoreParam *p, int n_params) {
+        int64_t changes = 0;
+        int r = store->backend->run(store->conn, slot, statement_sql[slot], p, n_params, NULL, NULL,
+                                    &changes);
+        return r < 0 ? r : changes == 1 ? 0 : -ENOENT;
+}
+
 static int job_update(Store *store, const StoreJob *j) {
+        if (j->state_as_stored) {
+                StoreParam p[] = {
+                        STORE_INT(j->attempt),
+                        STORE_INT(j->restarts),
+                        STORE_TEXT(or_default(j->reason, "")),
+                        STORE_INT(j->exit_code),
+                        STORE_INT(j->started_ms),
+                        STORE_INT(j->ckpt_step),
+                        STORE_TEXT(j->ckpt_path),
+                        STORE_TEXT(j->avoid_node),
+                        STORE_INT(j->priority),
+                        STORE_INT(j->tier),
+                        STORE_INT(j->queued_ms),
+                        STORE_INT(j->quick_failures),
+                        STORE_INT(j->best_step),
+                        STORE_INT(j->id),
+                };
+                return update_one(store, STMT_JOB_UPDATE_STATE_KEPT, p, N_PARAMS(p));
+        }
         StoreParam p[] = {
                 STORE_TEXT(j->state),      STORE_INT(j->attempt),
                 STORE_INT(j->restarts),    STORE_TEXT(or_default(j->reason, "")),
@@ -443,10 +485,7 @@ static int job_update(Store *store, const StoreJob *j) {
                 STORE_INT(j->queued_ms),   STORE_INT(j->quick_failures),
                 STORE_INT(j->best_step),   STORE_INT(j->id),
         };
-        int64_t changes = 0;
-        int r = store->backend->run(store->conn, STMT_JOB_UPDATE, statement_sql[STMT_JOB_UPDATE], p,
-                                    N_PARAMS(p), NULL, NULL, &changes);
-        return r < 0 ? r : changes == 1 ? 0 : -ENOENT;
+        return update_one(store, STMT_JOB_UPDATE, p, N_PARAMS(p));
 }
 
 int store_job_put(Store *store, const StoreJob *j) {
@@ -504,6 +543,20 @@ int store_attempt_put(Store *store, const StoreAttempt *a) {
 }
 
 int store_rank_put(Store *store, const StoreRank *r) {
+        if (r->alive_as_stored) {
+                StoreParam u[] = {
+                        STORE_TEXT(r->node),     STORE_TEXT(or_default(r->devices, "[]")),
+                        STORE_TEXT(r->state),    STORE_INT(r->pid),
+                        STORE_INT(r->exit_code), STORE_INT(r->signal),
+                        STORE_INT(r->step),      STORE_INT(r->local_rank),
+                        STORE_INT(r->node_rank), STORE_INT(r->job),
+                        STORE_INT(r->attempt),   STORE_INT(r->rank),
+                };
+                int k = update_one(store, STMT_RANK_UPDATE_ALIVE_KEPT, u, N_PARAMS(u));
+                if (k != -ENOENT)
+                        return k;
+                /* No row after all: the whole one below. */
+        }
         StoreParam p[] = {
                 STORE_INT(r->job),
                 STORE_INT(r->attempt),

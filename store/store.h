@@ -38,6 +38,9 @@ typedef struct StoreJob {
         int64_t queued_ms; /* when it last entered the queue; STORE_NONE: at creation */
         int quick_failures; /* failures in a row without progress */
         int64_t best_step; /* highest step an ended attempt reached; STORE_NONE: none */
+        /* With spec NULL: state and finished_ms are the row's already, so neither is
+         * written (nor their indexes). */
+        bool state_as_stored;
 } StoreJob;
 
 typedef struct StoreAttempt {
@@ -67,6 +70,9 @@ typedef struct StoreRank {
         bool alive; /* may still have a process on its node */
         int64_t pid, exit_code, signal, step; /* STORE_NONE: unknown */
         int local_rank, node_rank;
+        /* The row exists with this alive: the other columns are written, alive (and the
+         * index of alive ranks) not. */
+        bool alive_as_stored;
 } StoreRank;
 
 typedef struct StoreNode {
@@ -142,9 +148,15 @@ int store_create_at_version(const char *target, int version);
  * not). */
 const char *store_last_error(Store *store);
 
-/* WAL checkpoints run so far off the writing thread, and in its commits (where that one
- * fell behind); zeros for a database that checkpoints on its own (PostgreSQL). */
-void store_checkpoints(Store *store, uint64_t *ret_on_thread, uint64_t *ret_on_commit);
+/* What the WAL took so far: checkpoints run off the writing thread and in its commits
+ * (where that one fell behind), and the pages the commits wrote into it (each changed page
+ * whole, however little of it changed: the write volume); zeros for a database that
+ * keeps its log out of our sight (PostgreSQL). */
+typedef struct StoreWalStats {
+        uint64_t checkpoints_on_thread, checkpoints_on_commit;
+        uint64_t pages_written;
+} StoreWalStats;
+void store_wal_stats(Store *store, StoreWalStats *ret);
 
 int store_begin(Store *store);
 int store_commit(Store *store);

@@ -228,6 +228,12 @@ def loop_sums(text):
     return sums
 
 
+def wal_pages(text):
+    """Pages the controller's commits wrote into SQLite's WAL, from /metrics."""
+    m = re.search(r"^axctl_db_wal_pages_total (\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
 def cpu_ticks():
     """The machine's (all CPUs') busy and stolen clock ticks: a VM's steal is time its
     vCPUs wanted and the host gave to someone else."""
@@ -339,7 +345,7 @@ def main():
         cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
         metrics = get(url + "/metrics")
         lost_before, loop0 = node_lost_total(metrics), loop_sums(metrics)
-        ticks0 = cpu_ticks()
+        ticks0, wal0 = cpu_ticks(), wal_pages(metrics)
         tokens0 = token_lookups(metrics)
         stop_watch = threading.Event()
         if args.auth:
@@ -352,6 +358,7 @@ def main():
             cpu0, w0, lost_before = 0.0, killed, 0
             loop0 = {key: (0.0, 0.0, [0.0] * len(LOOP_TAILS.get(key, ())))
                      for key in LOOP_HISTOGRAMS}
+            wal0 = 0
             tokens0 = {}
         remaining = args.seconds - (time.monotonic() - t0) - 1
         if remaining > 0:
@@ -374,6 +381,10 @@ def main():
             out["%s_mean_ms" % key] = round(1000 * s / n, 2) if n else None
             for le, before, after in zip(LOOP_TAILS.get(key, ()), loop0[key][2], loop1[key][2]):
                 out["%ss_over_%gms" % (key, float(le) * 1000)] = int(n - (after - before))
+        wal = wal_pages(metrics) - wal0
+        out["wal_pages_per_s"] = round(wal / (w1 - w0), 1)
+        n_commits = loop1["commit"][0] - loop0["commit"][0]
+        out["wal_pages_per_commit"] = round(wal / n_commits, 1) if n_commits else None
         ticks1 = cpu_ticks()
         out["machine_steal"] = round((ticks1[1] - ticks0[1]) / max(1, ticks1[0] - ticks0[0]), 3)
         m = re.search(r'axctl_nodes\{state="down"\} (\d+)', metrics)
