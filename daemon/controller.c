@@ -251,9 +251,17 @@ static void ctl_schedule(Controller *ctl) {
                                              "preempted: its project borrowed capacity that "
                                              "another project's quota needs back");
                 }
-                for (int p = 0; p < res.n_placements; p++) {
+                for (int p = 0; p < res.n_placements && !t->failed; p++) {
                         Job *job = ctl_job_find(ctl, res.placements[p].job);
-                        if (job)
+                        if (!job)
+                                continue;
+                        /* A rank of its last attempt confirmed gone this turn (which let
+                         * it be placed) is written before the new attempt replaces it. */
+                        int r = persist_job_before_attempt(t, job);
+                        if (r < 0)
+                                turn_fail(t, r, "cannot write the turn: %s",
+                                          store_last_error(ctl->store));
+                        else
                                 jobs_start(ctl, job, &res.placements[p]);
                 }
                 sched_result_clear(&res);

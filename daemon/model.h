@@ -256,6 +256,8 @@ typedef struct ProjectGoodput {
 typedef struct Model {
         Job **jobs; /* all jobs, ascending id */
         int n_jobs, cap_jobs;
+        /* store_sessions() as of the jobs' and ranks' records of their rows (persist.c). */
+        uint64_t store_sessions;
         Job **active; /* jobs not terminal, or with ranks that may still be alive */
         int n_active, cap_active;
         /* Active jobs that ended or lost a rank since the last prune: the only ones it

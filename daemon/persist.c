@@ -158,8 +158,37 @@ static int persist_node(Store *store, Node *node) {
         return r;
 }
 
+/*
+ * What the jobs and ranks record of their rows (stored_state, stored_alive) lets writes
+ * leave indexed columns alone. After the store's connection was made anew, a row may
+ * not be what this controller last wrote (a standby that missed commits took over): the
+ * next writes set every column again, as before the records.
+ */
+static void stored_records_check(Turn *t) {
+        Model *m = t->model;
+        uint64_t sessions = store_sessions(t->store);
+        if (sessions == m->store_sessions)
+                return;
+        m->store_sessions = sessions;
+        for (int i = 0; i < m->n_jobs; i++) {
+                m->jobs[i]->stored_state = _JOB_STATE_INVALID;
+                for (int k = 0; k < m->jobs[i]->n_ranks; k++)
+                        m->jobs[i]->ranks[k].stored = false;
+        }
+}
+
+int persist_job_before_attempt(Turn *t, Job *job) {
+        if (!job->dirty)
+                return 0;
+        stored_records_check(t);
+        int r = persist_job(t->store, t->model, job);
+        job->dirty = true; /* still in the turn's list */
+        return r;
+}
+
 int persist_dirty(Turn *t) {
         int r = 0;
+        stored_records_check(t);
         for (int i = 0; r >= 0 && i < t->n_dirty_jobs; i++)
                 r = persist_job(t->store, t->model, t->dirty_jobs[i]);
         /* A new version of a node whose row is not written anyway: that column alone. */

@@ -11,6 +11,10 @@
 
 /* Writes the turn's dirty jobs and nodes into the open transaction. 0 or -errno. */
 int persist_dirty(Turn *t);
+/* Writes a dirty job's rows ahead of the turn's end, before a new attempt replaces its
+ * ranks (what the turn changed in the old ones would go with them); it stays listed,
+ * for what comes after. 0 or -errno. */
+int persist_job_before_attempt(Turn *t, Job *job);
 /* Loads every node, and every job not over or with a rank that may still run, into an
  * empty model: the others stay in the store (persist_load_ended). 0 or -errno. */
 int persist_load(Store *store, Model *m);

@@ -380,6 +380,10 @@ void store_wal_stats(Store *store, StoreWalStats *ret) {
                 store->backend->wal_stats(store->conn, ret);
 }
 
+uint64_t store_sessions(Store *store) {
+        return store->backend->sessions ? store->backend->sessions(store->conn) : 0;
+}
+
 int store_check_file(Store *store) {
         return store->backend->check_file(store->conn);
 }

@@ -157,6 +157,11 @@ typedef struct StoreWalStats {
         uint64_t pages_written;
 } StoreWalStats;
 void store_wal_stats(Store *store, StoreWalStats *ret);
+/* How many times the connection to the database was made anew since the store opened
+ * (PostgreSQL's, lost and reset between transactions; always 0 for SQLite). After one,
+ * a row may not be what this process last wrote: a failover to a standby that missed
+ * commits. */
+uint64_t store_sessions(Store *store);
 
 int store_begin(Store *store);
 int store_commit(Store *store);

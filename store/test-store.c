@@ -888,6 +888,7 @@ static void test_lost_connection(void) {
         Store *s = NULL;
         CHECK_INT(store_open(target, &s), 0);
         CHECK_INT(put_job(s, 1), 0);
+        CHECK(store_sessions(s) == 0);
         CHECK_INT(store_begin(s), 0);
         StoreJob j = plain_job(2);
         CHECK_INT(store_job_put(s, &j), 0);
@@ -900,6 +901,7 @@ static void test_lost_connection(void) {
         CHECK(strlen(store_last_error(s)) > 0);
         store_rollback(s);
         CHECK_INT(put_job(s, 3), 0);
+        CHECK(store_sessions(s) == 1); /* made anew for job 3's transaction */
         int n = 0;
         CHECK_INT(store_jobs_load(s, 0, count_one_job, &n), 0);
         CHECK_INT(n, 2); /* 1 and 3: 2's commit was lost and said so */

@@ -30,6 +30,7 @@ import select
 import shutil
 import signal
 import socket
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -1154,6 +1155,21 @@ class ClusterTestCase(unittest.TestCase):
     def assert_no_ranks_alive(self, cluster, job_id, timeout=10):
         wait_for(lambda: not rank_processes(cluster.marker, job_id), timeout,
                  "no rank process of job %d alive" % job_id)
+        # Nor in the store, in any attempt: a rank row left alive would load its job at
+        # every start, long after it ended.
+        if os.path.exists(cluster.db):
+            wait_for(lambda: stored_alive_ranks(cluster.db, job_id) == 0, timeout,
+                     "no rank of job %d alive in the store" % job_id)
+
+
+def stored_alive_ranks(db, job_id):
+    """How many rank rows of the job, in any attempt, a SQLite store holds alive."""
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
+    try:
+        return con.execute("SELECT count(*) FROM rank WHERE job = ? AND alive = 1",
+                           (job_id,)).fetchone()[0]
+    finally:
+        con.close()
 
 
 def main(skip=None):
