@@ -218,7 +218,9 @@ static bool checkpoint_wanted(Checkpointer *cp) {
 /* SQLite's WAL hook, after each commit of the store's connection (on its thread). */
 static int wal_committed(void *ctx, sqlite3 *db, const char *schema, int pages) {
         Checkpointer *cp = ctx;
-        /* A shorter WAL than after the last commit was restarted from its beginning. */
+        /* A shorter WAL than after the last commit was restarted from its beginning (one
+         * restarted and grown past the old length in one commit counts short: commits
+         * are tens of pages, the WAL a thousand). */
         cp->pages_written += (uint64_t) (pages >= cp->wal_pages ? pages - cp->wal_pages : pages);
         cp->wal_pages = pages;
         if (pages < CHECKPOINT_PAGES || (pages < CHECKPOINT_INLINE_PAGES && checkpoint_wanted(cp)))
