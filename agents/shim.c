@@ -230,6 +230,11 @@ static void shim_fence(const ShimLaunch *l, LogPump *pump, pid_t rank, int64_t l
                      "stopped, hung or cut off from the controller): killing the rank and every "
                      "process it started\n",
                      late_ms);
+        /* The rank and its group first: a rank forking as fast as it can would outrun a
+         * scan of /proc, which finds its new children as they come. It is not reaped yet,
+         * so its pid is still its own. */
+        (void) kill(rank, SIGKILL);
+        (void) kill(-rank, SIGKILL);
         shim_kill_all(l, rank);
 }
 
