@@ -39,9 +39,6 @@ typedef struct Rank {
         uint64_t stop_version; /* version that stopped listing it; 0 while listed */
         int64_t assigned_mono; /* monotonic: when it was placed (or loaded), for the start timeout */
         bool dirty;
-        /* Its row is in the store, with stored_alive for alive (loaded, or written by a
-         * turn): a later write that leaves alive as it is does not set it. */
-        bool stored, stored_alive;
 } Rank;
 
 typedef struct Attempt {
@@ -134,11 +131,8 @@ typedef struct Job {
         int64_t queued_ms; /* wall: when it last entered the queue (submit, preemption) */
         bool dirty;
         /* Its row is in the store (loaded, or inserted by a turn: a turn that fails stops
-         * the controller): later writes leave its spec out, and its state and finished
-         * time while they are the row's (stored_state, stored_finished_ms). */
+         * the controller): later writes leave its spec out. */
         bool stored;
-        JobState stored_state;
-        int64_t stored_finished_ms;
         /* Its goodput figures are in the store (it ended, and a turn wrote them): the
          * fleet's sums read them there, not from its timeline. */
         bool goodput_saved;
@@ -256,8 +250,6 @@ typedef struct ProjectGoodput {
 typedef struct Model {
         Job **jobs; /* all jobs, ascending id */
         int n_jobs, cap_jobs;
-        /* store_sessions() as of the jobs' and ranks' records of their rows (persist.c). */
-        uint64_t store_sessions;
         Job **active; /* jobs not terminal, or with ranks that may still be alive */
         int n_active, cap_active;
         /* Active jobs that ended or lost a rank since the last prune: the only ones it

@@ -59,15 +59,9 @@ static int persist_job(Store *store, Model *m, Job *job) {
                 .queued_ms = opt_ms(job->queued_ms),
                 .quick_failures = job->quick_failures,
                 .best_step = job->best_step >= 0 ? job->best_step : STORE_NONE,
-                .state_as_stored = job->stored && job->stored_state == job->state &&
-                                   job->stored_finished_ms == job->finished_ms,
         };
         int r = store_job_put(store, &sj);
-        if (r >= 0) {
-                job->stored = true;
-                job->stored_state = job->state;
-                job->stored_finished_ms = job->finished_ms;
-        }
+        job->stored |= r >= 0;
         for (int i = 0; r >= 0 && i < job->n_attempts; i++) {
                 Attempt *a = &job->attempts[i];
                 if (!a->dirty)
@@ -110,13 +104,10 @@ static int persist_job(Store *store, Model *m, Job *job) {
                                 .signal = rk->signal > 0 ? rk->signal : STORE_NONE,
                                 .step = rk->step >= 0 ? rk->step : STORE_NONE,
                                 .local_rank = rk->local_rank,
-                                .node_rank = rk->node_rank,
-                                .alive_as_stored = rk->stored && rk->stored_alive == rk->alive};
+                                .node_rank = rk->node_rank};
                 r = store_rank_put(store, &sr);
                 free(devices);
                 rk->dirty = false;
-                rk->stored = r >= 0;
-                rk->stored_alive = rk->alive;
         }
         /* An ended job's figures, written with its final state and added to the sums
          * kept per project: they count whether the job is in memory or not. */
@@ -158,29 +149,9 @@ static int persist_node(Store *store, Node *node) {
         return r;
 }
 
-/*
- * What the jobs and ranks record of their rows (stored_state, stored_alive) lets writes
- * leave indexed columns alone. After the store's connection was made anew, a row may
- * not be what this controller last wrote (a standby that missed commits took over): the
- * next writes set every column again, as before the records.
- */
-static void stored_records_check(Turn *t) {
-        Model *m = t->model;
-        uint64_t sessions = store_sessions(t->store);
-        if (sessions == m->store_sessions)
-                return;
-        m->store_sessions = sessions;
-        for (int i = 0; i < m->n_jobs; i++) {
-                m->jobs[i]->stored_state = _JOB_STATE_INVALID;
-                for (int k = 0; k < m->jobs[i]->n_ranks; k++)
-                        m->jobs[i]->ranks[k].stored = false;
-        }
-}
-
 int persist_job_before_attempt(Turn *t, Job *job) {
         if (!job->dirty)
                 return 0;
-        stored_records_check(t);
         int r = persist_job(t->store, t->model, job);
         job->dirty = true; /* still in the turn's list */
         return r;
@@ -188,7 +159,6 @@ int persist_job_before_attempt(Turn *t, Job *job) {
 
 int persist_dirty(Turn *t) {
         int r = 0;
-        stored_records_check(t);
         for (int i = 0; r >= 0 && i < t->n_dirty_jobs; i++)
                 r = persist_job(t->store, t->model, t->dirty_jobs[i]);
         /* A new version of a node whose row is not written anyway: that column alone. */
@@ -235,11 +205,6 @@ static Job *job_from_row(const StoreJob *sj) {
         job->created_ms = sj->created_ms;
         job->started_ms = from_opt(sj->started_ms, 0);
         job->finished_ms = from_opt(sj->finished_ms, 0);
-        /* A state this controller does not know was read as failed: written again. */
-        job->stored_state = util_streq_ptr(sj->state, job_state_to_string(job->state))
-                                    ? job->state
-                                    : _JOB_STATE_INVALID;
-        job->stored_finished_ms = job->finished_ms;
         job->idempotency_key = sj->idempotency_key ? xstrdup(sj->idempotency_key) : NULL;
         job->ckpt_step = from_opt(sj->ckpt_step, -1);
         /* The crash-loop count survives a restart, or a restart would reset it. */
@@ -478,8 +443,6 @@ static int load_rank(void *ud, const StoreRank *sr) {
                 r->devices[i] = (int) json_integer_value(json_array_get(devs, (size_t) i));
         json_decref(devs);
         tr_rank_restore(r, sr->state, sr->alive);
-        r->stored = true;
-        r->stored_alive = r->alive;
         model_rank_held_set(m, job, r);
         if (r->alive)
                 model_active_add(m, job);

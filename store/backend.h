@@ -66,9 +66,6 @@ typedef struct StoreBackend {
         /* The WAL's figures so far (store_wal_stats; *ret is zeroed when called); NULL
          * where the engine keeps its log out of the process's sight. */
         void (*wal_stats)(StoreConn *conn, StoreWalStats *ret);
-        /* Connections made anew since the open (store_sessions); NULL where the
-         * connection is never remade. */
-        uint64_t (*sessions)(StoreConn *conn);
         /* SQL for the database's clock in wall ms (leases are timed by it), and what makes
          * a SELECT lock its rows until the transaction ends ("" where BEGIN does). */
         const char *now_ms_sql;

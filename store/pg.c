@@ -113,7 +113,6 @@ struct StoreConn {
         bool timed_out; /* the last statement got no answer in time: the connection is dropped */
         bool in_transaction;
         bool prepared[STORE_SLOTS];
-        uint64_t sessions; /* connections made anew since the open (store_sessions) */
         char error[512];
 };
 
@@ -419,7 +418,6 @@ static void reconnect_if_lost(StoreConn *c) {
                 return;
         c->timed_out = false;
         pq.PQreset(c->pg);
-        c->sessions++;
         memset(c->prepared, 0, sizeof(c->prepared));
         if (pq.PQstatus(c->pg) != CONNECTION_OK)
                 keep_error(c, pq.PQerrorMessage(c->pg));
@@ -450,10 +448,6 @@ static int pg_commit(StoreConn *c) {
 static int pg_rollback(StoreConn *c) {
         c->in_transaction = false;
         return exec(c, "ROLLBACK");
-}
-
-static uint64_t pg_sessions(StoreConn *c) {
-        return c->sessions;
 }
 
 static int64_t row_int(const StoreRow *row, int i) {
@@ -536,7 +530,6 @@ const StoreBackend store_pg_backend = {
         .commit = pg_commit,
         .rollback = pg_rollback,
         .run = pg_run,
-        .sessions = pg_sessions,
         .now_ms_sql = "(extract(epoch from clock_timestamp()) * 1000)::bigint",
         .lock_rows_sql = " FOR UPDATE",
 };

@@ -140,10 +140,10 @@ static const char *const migrations[] = {
 enum {
         STMT_JOB_PUT,
         STMT_JOB_UPDATE,
-        STMT_JOB_UPDATE_STATE_KEPT,
+        STMT_JOB_STATE_UPDATE,
         STMT_ATTEMPT_PUT,
         STMT_RANK_PUT,
-        STMT_RANK_UPDATE_ALIVE_KEPT,
+        STMT_RANK_ALIVE_UPDATE,
         STMT_NODE_PUT,
         STMT_NODE_VERSION_PUT,
         STMT_CHECKPOINT_PUT,
@@ -182,19 +182,18 @@ static const char *const statement_sql[_STMT_MAX] = {
                          " avoid_node=excluded.avoid_node, priority=excluded.priority,"
                          " tier=excluded.tier, queued_ms=excluded.queued_ms,"
                          " quick_failures=excluded.quick_failures, best_step=excluded.best_step",
-        /* The same columns, for a job whose row exists: its spec is not rendered again. */
-        [STMT_JOB_UPDATE] = "UPDATE job SET state=?, attempt=?, restarts=?, reason=?, exit_code=?,"
-                            " started_ms=?, finished_ms=?, ckpt_step=?, ckpt_path=?,"
-                            " avoid_node=?, priority=?, tier=?, queued_ms=?, quick_failures=?,"
-                            " best_step=? WHERE id=?",
-        /* Without the indexed state and finished_ms, where they are the row's already:
-         * SQLite rewrites the entries of an index whose column an UPDATE sets, whatever
-         * the value, and each rewrite is a page more in the WAL (a rank's exit writes its
-         * job's row). */
-        [STMT_JOB_UPDATE_STATE_KEPT] =
-                "UPDATE job SET attempt=?, restarts=?, reason=?, exit_code=?, started_ms=?,"
-                " ckpt_step=?, ckpt_path=?, avoid_node=?, priority=?, tier=?, queued_ms=?,"
-                " quick_failures=?, best_step=? WHERE id=?",
+        /*
+         * The same columns, for a job whose row exists (its spec is not rendered again),
+         * but the indexed state and finished_ms: those the next statement sets, only where
+         * they differ. SQLite rewrites the entries of an index whose column an UPDATE
+         * sets, whatever the value, and each rewrite is a page more in the WAL (a rank's
+         * exit writes its job's row).
+         */
+        [STMT_JOB_UPDATE] = "UPDATE job SET attempt=?, restarts=?, reason=?, exit_code=?,"
+                            " started_ms=?, ckpt_step=?, ckpt_path=?, avoid_node=?, priority=?,"
+                            " tier=?, queued_ms=?, quick_failures=?, best_step=? WHERE id=?",
+        [STMT_JOB_STATE_UPDATE] = "UPDATE job SET state=?, finished_ms=? WHERE id=? AND"
+                                  " (state IS DISTINCT FROM ? OR finished_ms IS DISTINCT FROM ?)",
         [STMT_ATTEMPT_PUT] =
                 "INSERT INTO attempt (job, attempt, resume_step, resume_path, started_ms,"
                 " ended_ms, end_reason, blamed_node, detail, running_ms, first_progress_ms,"
@@ -213,15 +212,14 @@ static const char *const statement_sql[_STMT_MAX] = {
                           " pid, exit_code, signal, step, local_rank, node_rank)"
                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
                           " ON CONFLICT(job, attempt, rank) DO UPDATE SET node=excluded.node,"
-                          " devices=excluded.devices, state=excluded.state, alive=excluded.alive,"
+                          " devices=excluded.devices, state=excluded.state,"
                           " pid=excluded.pid, exit_code=excluded.exit_code,"
                           " signal=excluded.signal, step=excluded.step,"
                           " local_rank=excluded.local_rank, node_rank=excluded.node_rank",
-        /* Without alive, where it is the row's already: alive ranks have an index of
-         * their own (rank_alive), rewritten whenever an UPDATE sets alive. */
-        [STMT_RANK_UPDATE_ALIVE_KEPT] =
-                "UPDATE rank SET node=?, devices=?, state=?, pid=?, exit_code=?, signal=?, step=?,"
-                " local_rank=?, node_rank=? WHERE job=? AND attempt=? AND rank=?",
+        /* An existing row's alive, set apart and only where it differs: alive ranks have
+         * an index of their own (rank_alive), rewritten whenever an UPDATE sets alive. */
+        [STMT_RANK_ALIVE_UPDATE] = "UPDATE rank SET alive=? WHERE job=? AND attempt=? AND rank=?"
+                                   " AND alive IS DISTINCT FROM ?",
         [STMT_NODE_PUT] = "INSERT INTO node (name, hostname, address, boot_id, labels,"
                           " inventory, state, reason, last_seen_ms, blame_times, agent_id,"
                           " version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
@@ -380,10 +378,6 @@ void store_wal_stats(Store *store, StoreWalStats *ret) {
                 store->backend->wal_stats(store->conn, ret);
 }
 
-uint64_t store_sessions(Store *store) {
-        return store->backend->sessions ? store->backend->sessions(store->conn) : 0;
-}
-
 int store_check_file(Store *store) {
         return store->backend->check_file(store->conn);
 }
@@ -460,36 +454,30 @@ static int update_one(Store *store, int slot, const StoreParam *p, int n_params)
 }
 
 static int job_update(Store *store, const StoreJob *j) {
-        if (j->state_as_stored) {
-                StoreParam p[] = {
-                        STORE_INT(j->attempt),
-                        STORE_INT(j->restarts),
-                        STORE_TEXT(or_default(j->reason, "")),
-                        STORE_INT(j->exit_code),
-                        STORE_INT(j->started_ms),
-                        STORE_INT(j->ckpt_step),
-                        STORE_TEXT(j->ckpt_path),
-                        STORE_TEXT(j->avoid_node),
-                        STORE_INT(j->priority),
-                        STORE_INT(j->tier),
-                        STORE_INT(j->queued_ms),
-                        STORE_INT(j->quick_failures),
-                        STORE_INT(j->best_step),
-                        STORE_INT(j->id),
-                };
-                return update_one(store, STMT_JOB_UPDATE_STATE_KEPT, p, N_PARAMS(p));
-        }
         StoreParam p[] = {
-                STORE_TEXT(j->state),      STORE_INT(j->attempt),
-                STORE_INT(j->restarts),    STORE_TEXT(or_default(j->reason, "")),
-                STORE_INT(j->exit_code),   STORE_INT(j->started_ms),
-                STORE_INT(j->finished_ms), STORE_INT(j->ckpt_step),
-                STORE_TEXT(j->ckpt_path),  STORE_TEXT(j->avoid_node),
-                STORE_INT(j->priority),    STORE_INT(j->tier),
-                STORE_INT(j->queued_ms),   STORE_INT(j->quick_failures),
-                STORE_INT(j->best_step),   STORE_INT(j->id),
+                STORE_INT(j->attempt),
+                STORE_INT(j->restarts),
+                STORE_TEXT(or_default(j->reason, "")),
+                STORE_INT(j->exit_code),
+                STORE_INT(j->started_ms),
+                STORE_INT(j->ckpt_step),
+                STORE_TEXT(j->ckpt_path),
+                STORE_TEXT(j->avoid_node),
+                STORE_INT(j->priority),
+                STORE_INT(j->tier),
+                STORE_INT(j->queued_ms),
+                STORE_INT(j->quick_failures),
+                STORE_INT(j->best_step),
+                STORE_INT(j->id),
         };
-        return update_one(store, STMT_JOB_UPDATE, p, N_PARAMS(p));
+        int r = update_one(store, STMT_JOB_UPDATE, p, N_PARAMS(p));
+        if (r < 0)
+                return r;
+        StoreParam state[] = {
+                STORE_TEXT(j->state), STORE_INT(j->finished_ms), STORE_INT(j->id),
+                STORE_TEXT(j->state), STORE_INT(j->finished_ms),
+        };
+        return run(store, STMT_JOB_STATE_UPDATE, state, N_PARAMS(state), NULL, NULL);
 }
 
 int store_job_put(Store *store, const StoreJob *j) {
@@ -547,20 +535,6 @@ int store_attempt_put(Store *store, const StoreAttempt *a) {
 }
 
 int store_rank_put(Store *store, const StoreRank *r) {
-        if (r->alive_as_stored) {
-                StoreParam u[] = {
-                        STORE_TEXT(r->node),     STORE_TEXT(or_default(r->devices, "[]")),
-                        STORE_TEXT(r->state),    STORE_INT(r->pid),
-                        STORE_INT(r->exit_code), STORE_INT(r->signal),
-                        STORE_INT(r->step),      STORE_INT(r->local_rank),
-                        STORE_INT(r->node_rank), STORE_INT(r->job),
-                        STORE_INT(r->attempt),   STORE_INT(r->rank),
-                };
-                int k = update_one(store, STMT_RANK_UPDATE_ALIVE_KEPT, u, N_PARAMS(u));
-                if (k != -ENOENT)
-                        return k;
-                /* No row after all: the whole one below. */
-        }
         StoreParam p[] = {
                 STORE_INT(r->job),
                 STORE_INT(r->attempt),
@@ -576,7 +550,14 @@ int store_rank_put(Store *store, const StoreRank *r) {
                 STORE_INT(r->local_rank),
                 STORE_INT(r->node_rank),
         };
-        return run(store, STMT_RANK_PUT, p, N_PARAMS(p), NULL, NULL);
+        int k = run(store, STMT_RANK_PUT, p, N_PARAMS(p), NULL, NULL);
+        if (k < 0)
+                return k;
+        StoreParam alive[] = {
+                STORE_INT(r->alive), STORE_INT(r->job),   STORE_INT(r->attempt),
+                STORE_INT(r->rank),  STORE_INT(r->alive),
+        };
+        return run(store, STMT_RANK_ALIVE_UPDATE, alive, N_PARAMS(alive), NULL, NULL);
 }
 
 int store_node_put(Store *store, const StoreNode *n) {

@@ -38,9 +38,6 @@ typedef struct StoreJob {
         int64_t queued_ms; /* when it last entered the queue; STORE_NONE: at creation */
         int quick_failures; /* failures in a row without progress */
         int64_t best_step; /* highest step an ended attempt reached; STORE_NONE: none */
-        /* With spec NULL: state and finished_ms are the row's already, so neither is
-         * written (nor their indexes). */
-        bool state_as_stored;
 } StoreJob;
 
 typedef struct StoreAttempt {
@@ -70,9 +67,6 @@ typedef struct StoreRank {
         bool alive; /* may still have a process on its node */
         int64_t pid, exit_code, signal, step; /* STORE_NONE: unknown */
         int local_rank, node_rank;
-        /* The row exists with this alive: the other columns are written, alive (and the
-         * index of alive ranks) not. */
-        bool alive_as_stored;
 } StoreRank;
 
 typedef struct StoreNode {
@@ -157,11 +151,6 @@ typedef struct StoreWalStats {
         uint64_t pages_written;
 } StoreWalStats;
 void store_wal_stats(Store *store, StoreWalStats *ret);
-/* How many times the connection to the database was made anew since the store opened
- * (PostgreSQL's, lost and reset between transactions; always 0 for SQLite). After one,
- * a row may not be what this process last wrote: a failover to a standby that missed
- * commits. */
-uint64_t store_sessions(Store *store);
 
 int store_begin(Store *store);
 int store_commit(Store *store);

@@ -651,8 +651,9 @@ static StoreRank plain_rank(int64_t job, int rank) {
                            .step = 1};
 }
 
-/* Pages written into the WAL by one transaction updating jobs first..first+n-1. */
-static uint64_t wal_pages_updating(Store *s, int64_t first, int n, bool state_as_stored) {
+/* Pages written into the WAL by one transaction updating jobs first..first+n-1, pending
+ * in their rows, to state. */
+static uint64_t wal_pages_updating(Store *s, int64_t first, int n, const char *state) {
         StoreWalStats before, after;
         store_wal_stats(s, &before);
         CHECK_INT(store_begin(s), 0);
@@ -661,7 +662,7 @@ static uint64_t wal_pages_updating(Store *s, int64_t first, int n, bool state_as
                 j.spec = NULL;
                 j.attempt = 1;
                 j.reason = "written again";
-                j.state_as_stored = state_as_stored;
+                j.state = state;
                 CHECK_INT(store_job_put(s, &j), 0);
         }
         CHECK_INT(store_commit(s), 0);
@@ -671,9 +672,9 @@ static uint64_t wal_pages_updating(Store *s, int64_t first, int n, bool state_as
 
 /*
  * A write that leaves the indexed columns as the row has them does not set them: a
- * job's state and finished time (state_as_stored), a rank's alive (alive_as_stored).
- * SQLite rewrites an index's entries whenever an UPDATE sets its column, so each such
- * write would put pages of job_state, job_finished or rank_alive into the WAL.
+ * job's state and finished time, a rank's alive; one that changes them does. SQLite
+ * rewrites an index's entries whenever an UPDATE sets its column, so each such write
+ * would put pages of job_state, job_finished or rank_alive into the WAL.
  */
 static void test_writes_leave_indexed_columns(void) {
         _cleanup_free_ char *path = fresh_target("kept");
@@ -694,17 +695,11 @@ static void test_writes_leave_indexed_columns(void) {
         StoreJob j = plain_job(1);
         j.spec = NULL;
         j.attempt = 1;
-        j.state = "succeeded"; /* not what the row has, and not written */
-        j.finished_ms = 77;
-        j.reason = "later";
-        j.state_as_stored = true;
+        j.reason = "later"; /* state and finished time as the row has them */
         CHECK_INT(store_job_put(s, &j), 0);
-        r0.alive = false; /* not what the row has, and not written */
-        r0.step = 5;
-        r0.alive_as_stored = true;
+        r0.step = 5; /* alive as the row has it */
         CHECK_INT(store_rank_put(s, &r0), 0);
-        r1.alive_as_stored = true; /* no row yet: the whole one is written */
-        CHECK_INT(store_rank_put(s, &r1), 0);
+        CHECK_INT(store_rank_put(s, &r1), 0); /* no row yet: the whole one is written */
         CHECK_INT(store_commit(s), 0);
         ReadBack b = read_back(s, 1);
         CHECK_STR(b.state, "pending");
@@ -715,9 +710,10 @@ static void test_writes_leave_indexed_columns(void) {
         CHECK_INT(b.step_sum, 6);
 
         CHECK_INT(store_begin(s), 0);
-        j.state_as_stored = false;
+        j.state = "succeeded";
+        j.finished_ms = 77;
         CHECK_INT(store_job_put(s, &j), 0);
-        r0.alive_as_stored = false;
+        r0.alive = false;
         CHECK_INT(store_rank_put(s, &r0), 0);
         CHECK_INT(store_commit(s), 0);
         b = read_back(s, 1);
@@ -730,9 +726,12 @@ static void test_writes_leave_indexed_columns(void) {
         if (!pg_url) {
                 uint64_t kept = 0, set = 0;
                 for (int i = 0; i < 20; i++) {
-                        set += wal_pages_updating(s, 100 + 40 * i, 1, false);
-                        kept += wal_pages_updating(s, 120 + 40 * i, 1, true);
+                        set += wal_pages_updating(s, 100 + 40 * i, 1, "running");
+                        kept += wal_pages_updating(s, 120 + 40 * i, 1, "pending");
                 }
+                /* One page of the table a job: a write that set state and finished_ms
+                 * whatever their values would add a page of each index. */
+                CHECK(kept < 2 * 20);
                 CHECK(kept < set);
         }
         s = store_close(s);
@@ -888,7 +887,6 @@ static void test_lost_connection(void) {
         Store *s = NULL;
         CHECK_INT(store_open(target, &s), 0);
         CHECK_INT(put_job(s, 1), 0);
-        CHECK(store_sessions(s) == 0);
         CHECK_INT(store_begin(s), 0);
         StoreJob j = plain_job(2);
         CHECK_INT(store_job_put(s, &j), 0);
@@ -901,7 +899,6 @@ static void test_lost_connection(void) {
         CHECK(strlen(store_last_error(s)) > 0);
         store_rollback(s);
         CHECK_INT(put_job(s, 3), 0);
-        CHECK(store_sessions(s) == 1); /* made anew for job 3's transaction */
         int n = 0;
         CHECK_INT(store_jobs_load(s, 0, count_one_job, &n), 0);
         CHECK_INT(n, 2); /* 1 and 3: 2's commit was lost and said so */
