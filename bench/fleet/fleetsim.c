@@ -82,6 +82,10 @@ typedef struct Conn {
         char *in;
         size_t in_len, in_cap;
         int64_t sent_ms; /* wall of this request's send, for its latency */
+        /* CLOCK_REALTIME ms: the request's last byte written, and the answer's last bytes
+         * arriving at the socket (the kernel's timestamp): the controller's latency, without
+         * this process's own delays in writing and reading (exit_sync_wire_*). */
+        double written_ms, arrived_ms;
         int64_t wait_ms; /* the long-poll asked for */
         bool urgent; /* carries an exited rank */
         bool busy;
@@ -142,8 +146,13 @@ static Conn submitters[SUBMITTERS];
 static volatile sig_atomic_t stop;
 
 /* Figures. */
-static double *exit_lat;
-static size_t n_exit_lat, cap_exit_lat;
+typedef struct Latencies {
+        double *ms;
+        size_t n, cap;
+} Latencies;
+/* A sync's with an exited rank: from its queueing to its answer read, as this loop sees
+ * it; and on the wire, from its last byte written to its answer's arrival. */
+static Latencies exit_lat, exit_wire_lat;
 static long n_agents_up; /* agents that registered at least once */
 static long n_syncs, n_registers, n_connect_fail, n_http_errors, n_404, n_409, n_fences,
         n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_unchanged;
@@ -151,10 +160,14 @@ static long status_counts[6];
 static int64_t max_silence_ms;
 static int64_t measure_from_ms;
 
-static double now_ms_f(void) {
+static double ms_of(const struct timespec *ts) {
+        return (double) ts->tv_sec * 1000.0 + (double) ts->tv_nsec / 1e6;
+}
+
+static double now_ms_f(clockid_t clock) {
         struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1e6;
+        clock_gettime(clock, &ts);
+        return ms_of(&ts);
 }
 
 static void conn_close(Conn *c) {
@@ -176,6 +189,7 @@ static int conn_open(Conn *c) {
                 return -errno;
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t) opt.port)};
         inet_pton(AF_INET, opt.host, &sa.sin_addr);
         if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
@@ -203,6 +217,7 @@ static int conn_request(Conn *c, const char *path, const char *body) {
         c->out_off = 0;
         c->in_len = 0;
         c->busy = true;
+        c->written_ms = c->arrived_ms = 0;
         c->sent_ms = util_now_ms();
         if (c->fd < 0) {
                 int r = conn_open(c);
@@ -379,15 +394,16 @@ static void agent_apply(Agent *a, json_t *ans, int64_t now) {
         agent_recompute_end(a);
 }
 
-static void record_latency(double ms) {
-        if (n_exit_lat == cap_exit_lat) {
-                cap_exit_lat = cap_exit_lat ? cap_exit_lat * 2 : 4096;
-                exit_lat = realloc(exit_lat, cap_exit_lat * sizeof(double));
+static void record_latency(Latencies *l, double ms) {
+        if (l->n == l->cap) {
+                l->cap = l->cap ? l->cap * 2 : 4096;
+                l->ms = realloc(l->ms, l->cap * sizeof(double));
         }
-        exit_lat[n_exit_lat++] = ms;
+        l->ms[l->n++] = ms;
 }
 
-static void agent_answer(Agent *a, int status, const char *body, size_t len, double latency) {
+static void agent_answer(Agent *a, int status, const char *body, size_t len, double latency,
+                         double wire_latency) {
         int64_t now = util_now_ms();
         status_counts[status / 100 < 6 ? status / 100 : 0]++;
         if (status == 404) {
@@ -417,8 +433,11 @@ static void agent_answer(Agent *a, int status, const char *body, size_t len, dou
                 a->version = 0;
         } else {
                 n_syncs++;
-                if (a->c.urgent && a->c.sent_ms >= measure_from_ms)
-                        record_latency(latency);
+                if (a->c.urgent && a->c.sent_ms >= measure_from_ms) {
+                        record_latency(&exit_lat, latency);
+                        if (wire_latency >= 0)
+                                record_latency(&exit_wire_lat, wire_latency);
+                }
                 if (ans)
                         agent_apply(a, ans, now);
         }
@@ -472,6 +491,8 @@ static void conn_event(Conn *c, uint32_t events) {
                                 goto failed;
                         }
                         c->out_off += (size_t) n;
+                        if (c->out_off == c->out_len)
+                                c->written_ms = now_ms_f(CLOCK_REALTIME);
                 }
                 if (!c->out || c->out_off == c->out_len) {
                         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
@@ -484,7 +505,16 @@ static void conn_event(Conn *c, uint32_t events) {
                                 c->in_cap = c->in_cap ? c->in_cap * 2 : 131072;
                                 c->in = realloc(c->in, c->in_cap + 1);
                         }
-                        ssize_t n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
+                        struct iovec iov = {c->in + c->in_len, c->in_cap - c->in_len};
+                        union {
+                                char buf[CMSG_SPACE(sizeof(struct timespec))];
+                                struct cmsghdr align;
+                        } control;
+                        struct msghdr msg = {.msg_iov = &iov,
+                                             .msg_iovlen = 1,
+                                             .msg_control = control.buf,
+                                             .msg_controllen = sizeof(control.buf)};
+                        ssize_t n = recvmsg(c->fd, &msg, 0);
                         if (n == 0)
                                 goto failed;
                         if (n < 0) {
@@ -493,6 +523,9 @@ static void conn_event(Conn *c, uint32_t events) {
                                 goto failed;
                         }
                         c->in_len += (size_t) n;
+                        for (struct cmsghdr *m = CMSG_FIRSTHDR(&msg); m; m = CMSG_NXTHDR(&msg, m))
+                                if (m->cmsg_level == SOL_SOCKET && m->cmsg_type == SCM_TIMESTAMPNS)
+                                        c->arrived_ms = ms_of((struct timespec *) CMSG_DATA(m));
                 }
                 const char *body;
                 size_t len;
@@ -501,11 +534,14 @@ static void conn_event(Conn *c, uint32_t events) {
                         goto failed;
                 if (status == 0)
                         return;
-                double latency = now_ms_f() - (double) c->sent_ms;
+                double latency = now_ms_f(CLOCK_MONOTONIC) - (double) c->sent_ms;
                 c->busy = false;
                 c->in_len = 0;
                 if (c->kind == KIND_AGENT)
-                        agent_answer(&agents[c->idx], status, body, len, latency);
+                        agent_answer(&agents[c->idx], status, body, len, latency,
+                                     c->written_ms > 0 && c->arrived_ms > 0
+                                             ? c->arrived_ms - c->written_ms
+                                             : -1);
                 else if (status == 201 || status == 200)
                         n_submits++;
                 else
@@ -790,20 +826,27 @@ int main(int argc, char **argv) {
                         if (!submitters[i].busy && n_submits + n_submit_fail < submits_wanted)
                                 submit_one(&submitters[i]);
         }
-        qsort(exit_lat, n_exit_lat, sizeof(double), cmp_double);
+        qsort(exit_lat.ms, exit_lat.n, sizeof(double), cmp_double);
+        qsort(exit_wire_lat.ms, exit_wire_lat.n, sizeof(double), cmp_double);
         double secs = (double) (util_now_ms() - start) / 1000.0;
         printf("{\"nodes\":%d,\"seconds\":%.1f,\"registers\":%ld,\"syncs\":%ld,"
                "\"syncs_per_s\":%.0f,\"unchanged_answers\":%ld,\"rank_starts\":%ld,\"rank_exits\":%"
                "ld,\"submits\":%ld,"
                "\"submit_failures\":%ld,\"exit_syncs\":%zu,\"exit_sync_p50_ms\":%.1f,"
-               "\"exit_sync_p99_ms\":%.1f,\"exit_sync_max_ms\":%.1f,\"connect_failures\":%ld,"
+               "\"exit_sync_p99_ms\":%.1f,\"exit_sync_max_ms\":%.1f,\"exit_sync_wire_p50_ms\":%.1f,"
+               "\"exit_sync_wire_p99_ms\":%.1f,\"exit_sync_wire_max_ms\":%.1f,\"connect_failures\":"
+               "%ld,"
                "\"http_errors\":%ld,\"answers_404\":%ld,\"answers_409\":%ld,\"self_fences\":%ld,"
                "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f,\"vanished\":[",
                opt.nodes, secs, n_registers, n_syncs, (double) n_syncs / secs, n_unchanged,
-               n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_exit_lat,
-               percentile(exit_lat, n_exit_lat, 0.5), percentile(exit_lat, n_exit_lat, 0.99),
-               percentile(exit_lat, n_exit_lat, 1.0), n_connect_fail, n_http_errors, n_404, n_409,
-               n_fences, (long long) max_silence_ms, (double) clock() / CLOCKS_PER_SEC / secs);
+               n_rank_starts, n_rank_exits, n_submits, n_submit_fail, exit_lat.n,
+               percentile(exit_lat.ms, exit_lat.n, 0.5), percentile(exit_lat.ms, exit_lat.n, 0.99),
+               percentile(exit_lat.ms, exit_lat.n, 1.0),
+               percentile(exit_wire_lat.ms, exit_wire_lat.n, 0.5),
+               percentile(exit_wire_lat.ms, exit_wire_lat.n, 0.99),
+               percentile(exit_wire_lat.ms, exit_wire_lat.n, 1.0), n_connect_fail, n_http_errors,
+               n_404, n_409, n_fences, (long long) max_silence_ms,
+               (double) clock() / CLOCKS_PER_SEC / secs);
         const char *sep = "";
         for (int i = 0; i < opt.nodes; i++)
                 if (agents[i].vanished) {
