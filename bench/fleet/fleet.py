@@ -280,6 +280,10 @@ def main():
     p.add_argument("--no-hold", action="store_true",
                    help="agents that are never held: a sync a second, at once with news (not "
                         "axagent's protocol: what holding syncs costs at the same rate)")
+    p.add_argument("--synchronized-start", action="store_true",
+                   help="every node's first job starts at its beginning, so jobs end in waves a "
+                        "job's length apart (fleetsim.c's job_part_left says why the default "
+                        "starts them part-way through)")
     p.add_argument("--pin", action="store_true",
                    help="axctld on the first CPU, fleetsim on the second: the controller has "
                         "one core of its own")
@@ -328,6 +332,7 @@ def main():
                            + (["--token-file", token_file] if TOKEN else [])
                            + (["--node-token-file", node_token_file] if node_token_file else [])
                            + (["--no-hold"] if args.no_hold else [])
+                           + (["--synchronized-start"] if args.synchronized_start else [])
                            + (["--vanish", str(args.vanish), "--vanish-at",
                                str(args.vanish_at)] if args.vanish else []),
                            stdout=subprocess.PIPE, preexec_fn=on_cpu(sim_cpu))

@@ -105,6 +105,7 @@ typedef struct Agent {
         bool vanishing, vanished; /* --vanish: chosen; stopped for good */
         int64_t next_sync_ms; /* --no-hold: when the next sync without news goes */
         int64_t vanished_last_send_wall_ms;
+        bool started; /* has started ranks: its first job is part-way through (see main) */
         SimRank ranks[MAX_RANKS];
         int n_ranks;
 } Agent;
@@ -126,6 +127,7 @@ static struct {
         int step_ms; /* a rank's step grows every step_ms; 0: it stays 1 */
         int vanish, vanish_at_s; /* --vanish N agents at S seconds in */
         bool no_hold; /* syncs never long-polled (see --no-hold) */
+        bool synchronized_start; /* every node's first job starts at its beginning */
         const char *auth_header; /* "Authorization: Bearer ...\r\n" with --token-file, or "" */
         char *node_token_secret; /* --node-token-file's */
 } opt = {.warmup_s = 20,
@@ -319,6 +321,21 @@ static void agent_send(Agent *a) {
         free(text);
 }
 
+/*
+ * The share of its run a job's ranks have left when a node starts its first job. The whole
+ * fleet registers within seconds; if every first job started at its beginning, the fleet's
+ * jobs would end and be replaced in waves a job's length apart (rank exits per 2 s swung
+ * fivefold over a minute at 10,000 nodes), for many generations, since a job ends with its
+ * last rank, at a nearly fixed time. A fleet that has run a while holds jobs at every point
+ * of their run: the first jobs start part-way through, the same share for all of a job's
+ * ranks (a hash of its id), so the churn is steady from the first generation on.
+ * --synchronized-start keeps the waves.
+ */
+static double job_part_left(int64_t job) {
+        uint32_t h = (uint32_t) ((uint64_t) job * 2654435761u);
+        return ((double) h + 1.0) / 4294967296.0;
+}
+
 static void agent_recompute_end(Agent *a) {
         a->next_end_ms = INT64_MAX;
         for (int i = 0; i < a->n_ranks; i++)
@@ -366,12 +383,14 @@ static void agent_apply(Agent *a, json_t *ans, int64_t now) {
                 if (a->n_ranks == MAX_RANKS)
                         continue;
                 int span = opt.rank_max_ms - opt.rank_min_ms;
-                a->ranks[a->n_ranks] =
-                        (SimRank){.job = job,
-                                  .attempt = attempt,
-                                  .rank = rank,
-                                  .start_ms = now,
-                                  .end_ms = now + opt.rank_min_ms + (span > 0 ? rand() % span : 0)};
+                int64_t run_ms = opt.rank_min_ms + (span > 0 ? rand() % span : 0);
+                if (!a->started && !opt.synchronized_start)
+                        run_ms = (int64_t) ((double) run_ms * job_part_left(job));
+                a->ranks[a->n_ranks] = (SimRank){.job = job,
+                                                 .attempt = attempt,
+                                                 .rank = rank,
+                                                 .start_ms = now,
+                                                 .end_ms = now + run_ms};
                 listed[a->n_ranks++] = true;
                 n_rank_starts++;
                 a->dirty = true; /* report it running */
@@ -391,6 +410,7 @@ static void agent_apply(Agent *a, json_t *ans, int64_t now) {
         }
         for (int k = 0; k < a->n_ranks; k++)
                 a->ranks[k].listed = listed[k];
+        a->started |= a->n_ranks > 0;
         agent_recompute_end(a);
 }
 
@@ -586,6 +606,31 @@ static void agents_choose_vanishing(void) {
 }
 
 /* Rank ends, lease fencing and due requests of every agent. */
+/* Rank exits per 2 s over the measured window: how steady the churn is (exit_wave). */
+#define EXIT_BIN_MS 2000
+static long exit_bins[4096];
+static int n_exit_bins;
+
+static void count_exit(int64_t now) {
+        int64_t b = (now - measure_from_ms) / EXIT_BIN_MS;
+        if (now < measure_from_ms || b >= 4096)
+                return;
+        exit_bins[b]++;
+        if (b >= n_exit_bins)
+                n_exit_bins = (int) b + 1;
+}
+
+/* The busiest 2 s's rank exits over the mean of the whole ones. */
+static double exit_wave(int64_t end) {
+        int whole = (int) ((end - measure_from_ms) / EXIT_BIN_MS);
+        long max = 0, sum = 0;
+        for (int i = 0; i < whole && i < n_exit_bins; i++) {
+                sum += exit_bins[i];
+                max = exit_bins[i] > max ? exit_bins[i] : max;
+        }
+        return sum > 0 ? (double) max * whole / (double) sum : 0;
+}
+
 static void agents_tick(int64_t now, int active) {
         for (int i = 0; i < active; i++) {
                 Agent *a = &agents[i];
@@ -597,6 +642,7 @@ static void agents_tick(int64_t now, int active) {
                                         a->ranks[k].exited = true;
                                         a->ranks[k].exit_code = 0;
                                         n_rank_exits++;
+                                        count_exit(now);
                                         a->dirty = true;
                                 }
                         agent_recompute_end(a);
@@ -681,6 +727,7 @@ int main(int argc, char **argv) {
                 {"vanish", required_argument, NULL, 'V'},
                 {"vanish-at", required_argument, NULL, 'A'},
                 {"no-hold", no_argument, NULL, 'H'},
+                {"synchronized-start", no_argument, NULL, 'Y'},
                 {NULL, 0, NULL, 0},
         };
         static char host[64];
@@ -730,6 +777,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'H':
                         opt.no_hold = true;
+                        break;
+                case 'Y':
+                        opt.synchronized_start = true;
                         break;
                 case 'U':
                         opt.whole_only = true;
@@ -837,7 +887,7 @@ int main(int argc, char **argv) {
                "\"exit_sync_wire_p99_ms\":%.1f,\"exit_sync_wire_max_ms\":%.1f,\"connect_failures\":"
                "%ld,"
                "\"http_errors\":%ld,\"answers_404\":%ld,\"answers_409\":%ld,\"self_fences\":%ld,"
-               "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f,\"vanished\":[",
+               "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f,\"exit_wave\":%.2f,\"vanished\":[",
                opt.nodes, secs, n_registers, n_syncs, (double) n_syncs / secs, n_unchanged,
                n_rank_starts, n_rank_exits, n_submits, n_submit_fail, exit_lat.n,
                percentile(exit_lat.ms, exit_lat.n, 0.5), percentile(exit_lat.ms, exit_lat.n, 0.99),
@@ -846,7 +896,7 @@ int main(int argc, char **argv) {
                percentile(exit_wire_lat.ms, exit_wire_lat.n, 0.99),
                percentile(exit_wire_lat.ms, exit_wire_lat.n, 1.0), n_connect_fail, n_http_errors,
                n_404, n_409, n_fences, (long long) max_silence_ms,
-               (double) clock() / CLOCKS_PER_SEC / secs);
+               (double) clock() / CLOCKS_PER_SEC / secs, exit_wave(util_now_ms()));
         const char *sep = "";
         for (int i = 0; i < opt.nodes; i++)
                 if (agents[i].vanished) {
