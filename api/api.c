@@ -1202,8 +1202,11 @@ void api_after_commit(Api *api) {
                 answered[r->shard] = true;
         }
         api->committing = NULL;
-        /* Send the answers now rather than on the next wake-up. */
+        /* Send the answers now rather than on the next wake-up: a run calls the handlers,
+         * which queue them, and libmicrohttpd writes a queued answer on its next run. */
         for (unsigned i = 0; i < API_SHARDS; i++)
-                if (answered[i])
+                if (answered[i]) {
                         MHD_run(api->shard[i].mhd);
+                        MHD_run(api->shard[i].mhd);
+                }
 }
