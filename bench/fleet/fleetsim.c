@@ -18,11 +18,13 @@
  * --no-hold: agents that the controller never holds: each sync asks wait_ms=0 and the next
  * goes a second after the last one's send, or at once with news. Not a protocol axagent
  * speaks: it measures what holding syncs costs the controller at the same request rate.
+ * Each node's first job starts part-way through its run, so the churn is steady
+ * (job_part_left); --synchronized-start starts them all at their beginning.
  *
  *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
  *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
  *            [--no-unchanged] [--step-s T] [--token-file PATH] [--node-token-file PATH]
- *            [--vanish N --vanish-at S] [--no-hold]
+ *            [--vanish N --vanish-at S] [--no-hold] [--synchronized-start]
  *
  * --token-file: every request's bearer token. --node-token-file: a secret S from which
  * each agent's own token is S.NODE (fleet.py stores those tokens, bound to their nodes),
@@ -105,7 +107,7 @@ typedef struct Agent {
         bool vanishing, vanished; /* --vanish: chosen; stopped for good */
         int64_t next_sync_ms; /* --no-hold: when the next sync without news goes */
         int64_t vanished_last_send_wall_ms;
-        bool started; /* has started ranks: its first job is part-way through (see main) */
+        bool started; /* has started ranks (its first job started part-way: job_part_left) */
         SimRank ranks[MAX_RANKS];
         int n_ranks;
 } Agent;
