@@ -95,6 +95,7 @@ typedef struct Connection {
          * in that node's count. NULL: no agent request yet. */
         char *node;
         SyncMemo *sync_memo; /* its last sync body, decoded */
+        ReportMark sync_mark; /* where that body was last applied */
         /* Adopted while the state loaded (Api.adopted): its idle clock waits for
          * api_serve. */
         struct MHD_Connection *mhd;

@@ -3,8 +3,9 @@
  * The last sync body an agent's connection carried, with its decoding. An agent whose
  * ranks did not change (or made no new step) sends the same bytes every sync period,
  * and equal bytes decode to the same report: that one is used again instead of parsing
- * the JSON, the largest single cost of a sync on the loop. Only the decoding is kept;
- * the checks and the report's effects run for every sync as before.
+ * the JSON, the largest single cost of a sync on the loop. The checks and the node's
+ * part of the report run for every sync as before; its ranks are looked at again only
+ * when the connection's ReportMark (controller.h) says something they depend on moved.
  */
 #pragma once
 

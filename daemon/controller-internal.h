@@ -22,6 +22,7 @@ struct Controller {
         Scheduling sched;
         char failure[320]; /* set when a turn failed: the controller stops */
         FailRules failure_rules; /* the operator's (--failure-rules) */
+        uint64_t rules_epoch; /* grows with each reload of them (ReportMark) */
         int64_t next_file_check_ms; /* when an idle controller looks at its database file */
         int64_t sched_interval_ms; /* least time between scheduling passes (controller.c) */
         int64_t next_retire_ms; /* when jobs over for the retention time next leave memory */

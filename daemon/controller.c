@@ -108,7 +108,9 @@ static int failure_rules_load(const char *path, FailRules *rules, char **ret_err
 int ctl_failure_rules_reload(Controller *ctl, char **ret_error) {
         if (!ctl->cfg.failure_rules_path)
                 return 0;
-        return failure_rules_load(ctl->cfg.failure_rules_path, &ctl->failure_rules, ret_error);
+        int r = failure_rules_load(ctl->cfg.failure_rules_path, &ctl->failure_rules, ret_error);
+        ctl->rules_epoch += r >= 0; /* reports repeated since are read against the new */
+        return r;
 }
 
 int ctl_files_check(const CtlConfig *cfg, char **ret_error) {

@@ -109,12 +109,24 @@ Node *ctl_node_find(Controller *ctl, const char *name);
 Node **ctl_take_changed_nodes(Controller *ctl, int *ret_n);
 Node **ctl_nodes(Controller *ctl, int *ret_n);
 int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node, CtlError *err);
+/*
+ * Where a report was applied. The same report again (the same bytes, with the same
+ * applied version) changes nothing while the node's version and the failure rules are
+ * those it was applied under: each of its effects is guarded by the state the first
+ * application left (a rank gone, a step seen, a rank running). So its ranks need no
+ * second look; set = false: no such report yet.
+ */
+typedef struct ReportMark {
+        bool set;
+        uint64_t applied_version, node_version, rules_epoch;
+} ReportMark;
 /* Applies an agent's report; *ret_node set on success. applied_version: the desired
- * version the agent had converged to when it composed the report. 1 when this is the
- * node's first sync since this controller started (its agent resumed without
- * registering), 0 for the others, or -errno. */
-int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version, Node **ret_node,
-                  CtlError *err);
+ * version the agent had converged to when it composed the report. mark: where the
+ * caller's copy of the same report bytes was applied, or NULL when it keeps none; set to
+ * where this one was. 1 when this is the node's first sync since this controller
+ * started (its agent resumed without registering), 0 for the others, or -errno. */
+int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version, ReportMark *mark,
+                  Node **ret_node, CtlError *err);
 int ctl_node_drain(Controller *ctl, const char *name, bool now, Node **ret_node, CtlError *err);
 int ctl_node_undrain(Controller *ctl, const char *name, Node **ret_node, CtlError *err);
 

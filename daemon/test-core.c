@@ -386,7 +386,7 @@ static void sync_ranks(Controller *ctl, Node *node, WireRankReport *ranks, int n
                         .health_reason = ""};
         Node *ret = NULL;
         CtlError err = {0};
-        CHECK(ctl_node_sync(ctl, &msg, node->version, &ret, &err) >= 0); /* 1: resumed */
+        CHECK(ctl_node_sync(ctl, &msg, node->version, NULL, &ret, &err) >= 0); /* 1: resumed */
 }
 
 /* Whole turns through the operations the API calls. */
@@ -464,7 +464,7 @@ static void test_controller_turns(void) {
                          .health_reason = "gpu 0 lost"};
         Node *ret = NULL;
         CtlError err = {0};
-        CHECK(ctl_node_sync(ctl, &sick, n1->version, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &sick, n1->version, NULL, &ret, &err) == 0);
         CHECK_INT(n1->state, NODE_UNHEALTHY);
         CHECK_INT(job->state, JOB_RESTARTING);
         CHECK_STR(job->avoid_node, "n1");
@@ -481,7 +481,7 @@ static void test_controller_turns(void) {
                           .agent_id = "agent-2",
                           .healthy = true,
                           .health_reason = ""};
-        CHECK(ctl_node_sync(ctl, &other, 0, &ret, &err) < 0);
+        CHECK(ctl_node_sync(ctl, &other, 0, NULL, &ret, &err) < 0);
         CHECK_INT(err.code, CTL_ERR_NODE_CLAIMED);
         CHECK(ctl_failure(ctl) == NULL);
         CHECK_INT(ctl->turn.n_illegal, 0);
@@ -675,7 +675,7 @@ static void test_hostile_node(void) {
                         .health_reason = ""};
         Node *ret = NULL;
         CtlError err = {0};
-        CHECK(ctl_node_sync(ctl, &msg, other->version, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &msg, other->version, NULL, &ret, &err) == 0);
         CHECK_INT(job->state, JOB_RUNNING);
         CHECK_INT(job->ranks[0].state, RANK_RUNNING);
         CHECK_INT(job->ckpt_step, -1);
@@ -685,7 +685,7 @@ static void test_hostile_node(void) {
         WireRankReport own_lies[] = {run, lies[2], lies[3], lies[4], lies[5]};
         msg.ranks = own_lies;
         msg.n_ranks = 5;
-        CHECK(ctl_node_sync(ctl, &msg, home->version, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &msg, home->version, NULL, &ret, &err) == 0);
         CHECK_INT(job->state, JOB_RUNNING);
         CHECK(ctl_end_turn(ctl) == 0);
 
@@ -711,11 +711,11 @@ static void test_hostile_node(void) {
                          .agent_id = "agent-1",
                          .healthy = false,
                          .health_reason = "sick"};
-        CHECK(ctl_node_sync(ctl, &sick, other->version, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &sick, other->version, NULL, &ret, &err) == 0);
         CHECK_INT(other->state, NODE_QUARANTINED);
         sick.healthy = true;
         sick.health_reason = "";
-        CHECK(ctl_node_sync(ctl, &sick, other->version, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &sick, other->version, NULL, &ret, &err) == 0);
         CHECK_INT(other->state, NODE_QUARANTINED);
         CHECK(ctl_node_undrain(ctl, other->name, &ret, &err) == 0);
         CHECK_INT(other->state, NODE_READY);
@@ -780,30 +780,30 @@ static void test_restart_keeps_nodes(void) {
         ctl_tick(ctl);
         CHECK(ctl_next_deadline_ms(ctl) > util_now_ms());
         WireSync same = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1", .healthy = true};
-        CHECK(ctl_node_sync(ctl, &same, 0, &ret, &err) == 1); /* resumed */
+        CHECK(ctl_node_sync(ctl, &same, 0, NULL, &ret, &err) == 1); /* resumed */
         CHECK(ret == n1 && n1->connected);
         CHECK_INT(ctl->reconnecting, 2);
         /* A version from a controller whose clock ran ahead: ours moves past it. */
         uint64_t ahead = n1->version + 5000000;
-        CHECK(ctl_node_sync(ctl, &same, ahead, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &same, ahead, NULL, &ret, &err) == 0);
         CHECK(n1->version > ahead && n1->changed);
         uint64_t now_at = n1->version; /* an agent at our version moves nothing */
-        CHECK(ctl_node_sync(ctl, &same, now_at, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &same, now_at, NULL, &ret, &err) == 0);
         CHECK(n1->version == now_at);
         /* A claim beyond what a version can be (a hostile or broken agent) moves nothing:
          * followed, it would be stored negative. */
-        CHECK(ctl_node_sync(ctl, &same, NODE_VERSION_MAX + 1, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &same, NODE_VERSION_MAX + 1, NULL, &ret, &err) == 0);
         CHECK(n1->version == now_at);
-        CHECK(ctl_node_sync(ctl, &same, UINT64_MAX, &ret, &err) == 0);
+        CHECK(ctl_node_sync(ctl, &same, UINT64_MAX, NULL, &ret, &err) == 0);
         CHECK(n1->version == now_at);
         CHECK(model_lease_oldest(&ctl->model) == ctl_node_find(ctl, "n2")); /* n1 touched */
         WireSync other = {
                 .node = "n2", .boot_id = "boot-1", .agent_id = "agent-2", .healthy = true};
-        CHECK(ctl_node_sync(ctl, &other, 0, &ret, &err) == -ENOENT);
+        CHECK(ctl_node_sync(ctl, &other, 0, NULL, &ret, &err) == -ENOENT);
         CHECK_INT(err.code, CTL_ERR_UNKNOWN_NODE);
         WireSync rebooted = {
                 .node = "n2", .boot_id = "boot-2", .agent_id = "agent-1", .healthy = true};
-        CHECK(ctl_node_sync(ctl, &rebooted, 0, &ret, &err) == -ENOENT);
+        CHECK(ctl_node_sync(ctl, &rebooted, 0, NULL, &ret, &err) == -ENOENT);
         CHECK(!ctl_node_find(ctl, "n2")->connected);
         CHECK(ctl_end_turn(ctl) == 0);
         uint64_t moved = n1->version; /* moved past another controller's: stored too */
@@ -821,7 +821,7 @@ static void test_restart_keeps_nodes(void) {
                 tr_node_bump(&ctl->turn, n1);
         CHECK(n1->version > moved + 3);
         uint64_t jumped = n1->version;
-        CHECK(ctl_node_sync(ctl, &same, moved + 3, &ret, &err) == 1);
+        CHECK(ctl_node_sync(ctl, &same, moved + 3, NULL, &ret, &err) == 1);
         CHECK(n1->version == jumped); /* the agent's version is behind: a whole answer */
         tr_node_bump(&ctl->turn, n1); /* synced: versions grow by one again */
         CHECK(n1->version == jumped + 1);
@@ -839,7 +839,7 @@ static void test_restart_keeps_nodes(void) {
         ctl = controller("resume");
         n1 = ctl_node_find(ctl, "n1");
         CHECK(n1->version == jumped + 1);
-        CHECK(ctl_node_sync(ctl, &same, jumped + 1, &ret, &err) == 1);
+        CHECK(ctl_node_sync(ctl, &same, jumped + 1, NULL, &ret, &err) == 1);
         CHECK(n1->version == jumped + 1 && !n1->changed); /* nothing to send it */
         tr_node_bump(&ctl->turn, n1); /* synced: by one */
         CHECK(n1->version == jumped + 2);
