@@ -1138,6 +1138,11 @@ static void poll_answer(Api *api, Request *r, const char *failure) {
         Node **nodes = ctl_nodes(api->ctl, &n);
         if (failure)
                 request_set_unavailable(r, failure); /* its turn did not commit */
+        else if (r->dropped)
+                /* Its agent let it go for a newer sync, whose answer carries the node's
+                 * state: the desired ranks again would be rendered and sent for nothing. */
+                request_set_error(r, 409, "superseded", NULL,
+                                  "a newer sync from this node's agent superseded this one");
         else if (r->poll.node < n)
                 request_set_sync_answer(api, r, nodes[r->poll.node]);
         else
