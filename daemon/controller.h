@@ -112,13 +112,15 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
 /*
  * Where a report was applied. The same report again (the same bytes, with the same
  * applied version) changes nothing while the node's version and the failure rules are
- * those it was applied under: each of its effects is guarded by the state the first
- * application left (a rank gone, a step seen, a rank running). So its ranks need no
- * second look; set = false: no such report yet.
+ * those it was applied under and no other report of the node came between (one on
+ * another connection, or an older one read late, may have moved its ranks): each of
+ * its effects is guarded by the state the first application left (a rank gone, a step
+ * seen, a rank running). So its ranks need no second look; set = false: no such
+ * report yet.
  */
 typedef struct ReportMark {
         bool set;
-        uint64_t applied_version, node_version, rules_epoch;
+        uint64_t applied_version, node_version, node_syncs, rules_epoch;
 } ReportMark;
 /* Applies an agent's report; *ret_node set on success. applied_version: the desired
  * version the agent had converged to when it composed the report. mark: where the

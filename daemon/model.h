@@ -179,6 +179,7 @@ struct Node {
         bool in_lease;
         int64_t last_seen_ms; /* wall, persisted on transitions only */
         uint64_t version; /* of its desired state */
+        uint64_t syncs_applied; /* its reports applied, on any connection (ReportMark) */
         bool changed; /* listed in the turn's changed nodes (transition.c) */
         bool connected; /* registered or synced since this controller started */
         bool awaited; /* stored, with a lease, not synced yet: scheduling waits for it */

@@ -443,13 +443,16 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
          * that its exit report causes must resume. */
         for (int i = 0; i < msg->n_checkpoints; i++)
                 checkpoint_report(ctl, node, &msg->checkpoints[i]);
-        /* A repeat of the report applied at *mark: what its ranks' effects depend on
-         * besides their own states (which the first application left) moves the node's
-         * version (a rank stopped, assigned, its attempt ended) or the rules' epoch;
-         * health's detectors read no clock, and a step counts only when it grows. */
+        /* A repeat of the report applied at *mark, with no other report of the node
+         * between: what its ranks' effects depend on besides their own states (which
+         * the first application left) moves the node's version (a rank stopped,
+         * assigned, its attempt ended) or the rules' epoch; health's detectors read no
+         * clock, and a step counts only when it grows. */
         bool repeated = before.set && before.applied_version == applied_version &&
                         before.node_version == node->version &&
+                        before.node_syncs == node->syncs_applied &&
                         before.rules_epoch == ctl->rules_epoch;
+        node->syncs_applied++;
         if (!repeated) {
                 ranks_report(ctl, node, msg, applied_version);
         } else if (t->strict) {
@@ -471,6 +474,7 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
         *mark = (ReportMark){.set = true,
                              .applied_version = applied_version,
                              .node_version = node->version,
+                             .node_syncs = node->syncs_applied,
                              .rules_epoch = ctl->rules_epoch};
         *ret_node = node;
         return resumed;
