@@ -779,6 +779,13 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
                 a->registered = false;
                 return;
         }
+        if (status == 409 && util_streq_ptr(code, "superseded")) {
+                /* The controller read another sync of this node after this one (an
+                 * older one of ours, delayed): it answers the newest; ask again. */
+                agent_request_failed(a, now, "Controller answered a sync superseded by another");
+                json_decref(body);
+                return;
+        }
         if (status == 409) {
                 /* Another agent holds this node's lease (node_claimed), or the node was
                  * registered with another boot (boot_mismatch): register until the

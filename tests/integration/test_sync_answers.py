@@ -14,7 +14,8 @@
   held sync was answered late) asks for no hold, and news (a rank that ended) does not
   make it drop a long-poll that is late rather than held: that one's answer renews the
   lease, and a new request would queue behind the rest of a restarted fleet's. The
-  long-poll an agent dropped for news is answered soon after, not held to its end.
+  long-poll an agent dropped for news is answered soon after (409 superseded), not held
+  to its end; an agent that reads such an answer syncs again, still registered.
 - Held syncs on many connections (spread over the controller's shards) are each
   answered at their deadline, shortly after it, and one whose node changed at once.
 - An agent that announces `accept=shared_env` gets a gang's host list once per answer,
@@ -228,6 +229,43 @@ class SyncAnswerTest(axtest.ClusterTestCase):
         self.assertLess(time.monotonic() - sent, 3, "the dropped long-poll was held to its end")
         # With the next sweep of deadlines (every 50 ms), whatever else happens.
         self.assertLess(time.monotonic() - news_answered, 1.0, "the dropped long-poll was late")
+
+    def test_an_agent_told_its_sync_was_superseded_syncs_again(self):
+        # A held sync after which the controller read another sync of its node is
+        # answered 409 superseded. An agent reads one only when an older sync of its own
+        # arrived late (here: one sent by hand in its name); it syncs again and stays
+        # registered, where the other 409s make it register again.
+        c = self.start_cluster(1)
+        axtest.wait_for(lambda: sync_reports(c)["repeated"] >= 2, 10, "the agent syncing")
+        with open(os.path.join(c.tmp, "n1", "agent-id")) as f:
+            agent_id = f.read().strip()
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot_id = f.read().strip()
+        body = {"node": "n1", "boot_id": boot_id, "agent_id": agent_id, "ranks": [],
+                "health": {"healthy": True, "reason": ""}}
+        log_path = c.agents["n1"].stderr_path
+
+        def agent_log():
+            with open(log_path) as f:
+                return f.read()
+
+        registered = agent_log().count("Registered as n1")
+        self.assertEqual(registered, 1)
+
+        def superseded():
+            # The agent's sync is held nearly always: this one, read after it, drops it.
+            c.api_ok("POST", "/v1/agent/sync?wait_ms=0&version=0", body, expect=(200,))
+            time.sleep(0.2)
+            return "superseded" in agent_log()
+
+        axtest.wait_for(superseded, 15, "the agent told its sync was superseded")
+        before = sync_reports(c)
+        axtest.wait_for(lambda: sum(sync_reports(c).values()) >= sum(before.values()) + 2, 10,
+                        "the agent syncing again")
+        self.assertEqual(agent_log().count("Registered as n1"), registered,
+                         "a superseded sync made the agent register again")
+        node = next(n for n in c.api_ok("GET", "/v1/nodes")["nodes"] if n["name"] == "n1")
+        self.assertEqual(node["state"], "ready")
 
     def test_an_agent_with_its_lease_half_spent_asks_for_no_hold(self):
         # A lease of 6 s: holds of 1 s, half the lease 3 s, so an answer would have to
