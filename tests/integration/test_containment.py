@@ -237,9 +237,13 @@ class ContainmentTest(axtest.ClusterTestCase):
         self.assertNotEqual(follower.wait(timeout=25), 0)
 
     def test_sigterm_answers_a_held_long_poll(self):
-        c = self.start_cluster(1)
-        body = self.identity(c, "n1")
-        body.update({"node": "n1", "ranks": [], "health": {"healthy": True, "reason": ""}})
+        # A node with no agent: a real agent's next sync would supersede the held one
+        # (409 superseded, docs/PROTOCOL.md).
+        c = self.start_cluster(0)
+        body = {"node": "h1", "boot_id": "boot-h1", "agent_id": "a" * 32}
+        c.api_ok("POST", "/v1/agent/register",
+                 dict(body, address="127.0.0.1:9", inventory={"cpus": 8, "memory_mb": 16000}))
+        body.update({"ranks": [], "health": {"healthy": True, "reason": ""}})
         version = c.api_ok("POST", "/v1/agent/sync?wait_ms=0&version=0", body)["version"]
         # A sync with nothing new is held for up to a sync period (1 s here).
         conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=10)
