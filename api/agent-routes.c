@@ -179,15 +179,14 @@ bool api_handle_sync(Api *api, Request *req, struct MHD_Connection *con) {
                 if (msg == &parsed && c) {
                         sync_memo_free(c->sync_memo);
                         c->sync_memo = sync_memo_new(req->body, req->len, &parsed);
-                        c->sync_mark = (ReportMark){0};
                 }
                 /* The first sync since this controller started is answered at once: the
                  * agent's lease still counts from a request sent to the controller before,
                  * and holding this one would spend up to a sync period more of it. */
                 Node *node = NULL;
                 CtlError err = {0};
-                int r = ctl_node_sync(api->ctl, msg, (uint64_t) version, c ? &c->sync_mark : NULL,
-                                      &node, &err);
+                int r = ctl_node_sync(api->ctl, msg, (uint64_t) version,
+                                      sync_memo_mark(c ? c->sync_memo : NULL), &node, &err);
                 if (r < 0)
                         request_set_ctl_error(req, &err);
                 else

@@ -94,8 +94,7 @@ typedef struct Connection {
         /* The node its agent requests speak for: counted in Api.agent_connections and
          * in that node's count. NULL: no agent request yet. */
         char *node;
-        SyncMemo *sync_memo; /* its last sync body, decoded */
-        ReportMark sync_mark; /* where that body was last applied */
+        SyncMemo *sync_memo; /* its last sync body, decoded, and where it was applied */
         /* Adopted while the state loaded (Api.adopted): its idle clock waits for
          * api_serve. */
         struct MHD_Connection *mhd;

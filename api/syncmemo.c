@@ -10,6 +10,7 @@
 
 struct SyncMemo {
         WireSync sync; /* its arrays and strings point into this allocation */
+        ReportMark mark;
         size_t len;
         char *body; /* len bytes */
 };
@@ -62,6 +63,7 @@ SyncMemo *sync_memo_new(const char *body, size_t len, const WireSync *sync) {
         WireRankReport *rank_reports = (WireRankReport *) (m + 1);
         WireCheckpoint *checkpoints = (WireCheckpoint *) ((char *) rank_reports + ranks);
         char *at = (char *) checkpoints + ckpts;
+        m->mark = (ReportMark){0};
         m->len = len;
         m->body = memcpy(at, body, len);
         at += len;
@@ -81,6 +83,10 @@ SyncMemo *sync_memo_new(const char *body, size_t len, const WireSync *sync) {
                 checkpoints[i].path = str_copy(&at, sync->checkpoints[i].path);
         }
         return m;
+}
+
+ReportMark *sync_memo_mark(SyncMemo *m) {
+        return m ? &m->mark : NULL;
 }
 
 void sync_memo_free(SyncMemo *m) {

@@ -63,6 +63,13 @@ int main(void) {
         CHECK(!sync_memo_get(m, longer, len + 1));
         CHECK(!sync_memo_get(m, NULL, 0));
         CHECK(!sync_memo_get(NULL, BODY, len));
+
+        /* A memo starts unmarked and keeps the mark it is given; no memo, no mark. */
+        ReportMark *mark = sync_memo_mark(m);
+        CHECK(mark && !mark->set);
+        *mark = (ReportMark){.set = true, .node_syncs = 3};
+        CHECK(sync_memo_mark(m)->set && sync_memo_mark(m)->node_syncs == 3);
+        CHECK(!sync_memo_mark(NULL));
         sync_memo_free(m);
 
         /* A report with no strings besides the node, and no checkpoints. */
