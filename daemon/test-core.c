@@ -15,9 +15,8 @@
 #include "accounting.h"
 #include "controller-internal.h"
 #include "persist.h"
+#include "test-fixture.h"
 #include "util.h"
-
-static char *tmpdir; /* this run's scratch directory */
 
 static void test_tables(void) {
         /* The lifecycle of DESIGN.md §4. */
@@ -289,104 +288,6 @@ static void test_active_list(void) {
         turn_clear(&t);
         model_clear(&m);
         store_close(store);
-}
-
-/* Sleeps until the scheduler may run again: its interval grows with the last pass's
- * duration, which a sanitizer build stretches. */
-static void wait_for_scheduler(Controller *ctl) {
-        do
-                usleep(1000);
-        while (util_now_ms() - ctl->sched.last_pass_ms < ctl->sched_interval_ms);
-}
-
-/* The controller of name's database (created if new), before its first turn. */
-static Controller *controller_open(const char *name, int64_t start_timeout_ms,
-                                   int64_t job_retention_ms) {
-        char path[256];
-        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
-        CtlConfig cfg = {.db_path = path,
-                         .lease_ms = 10000,
-                         .grace_ms = 2000,
-                         .sync_period_ms = 1000,
-                         .quarantine_after = 3,
-                         .quarantine_window_ms = 600000,
-                         .start_timeout_ms = start_timeout_ms,
-                         .job_retention_ms = job_retention_ms,
-                         .strict_transitions = true};
-        Controller *ctl = NULL;
-        CHECK(ctl_new(&cfg, &ctl) == 0);
-        return ctl;
-}
-
-static Controller *controller_with(const char *name, int64_t start_timeout_ms) {
-        Controller *ctl = controller_open(name, start_timeout_ms, 300000);
-        CHECK(ctl_end_turn(ctl) == 0);
-        return ctl;
-}
-
-static Controller *controller(const char *name) {
-        return controller_with(name, 0);
-}
-
-/* Runs sql on name's database outside the controller, as an operator or an older
- * axctld would. */
-static void sql_on(const char *name, const char *sql) {
-        char path[256];
-        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
-        sqlite3 *db;
-        CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
-        CHECK_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-        sqlite3_close(db);
-}
-
-static Node *node_register(Controller *ctl, const char *name) {
-        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
-        WireRegister msg = {.node = name,
-                            .hostname = name,
-                            .boot_id = "boot-1",
-                            .agent_id = "agent-1",
-                            .inventory = inv};
-        Node *node = NULL;
-        CtlError err = {0};
-        CHECK(ctl_node_register(ctl, &msg, &node, &err) == 0);
-        json_decref(inv);
-        return node;
-}
-
-/* A spec of one rank in project p, by user. */
-static json_t *one_rank_spec(const char *user) {
-        return json_pack("{s:s,s:s,s:[s],s:i}", "project", "p", "user", user, "command",
-                         "/bin/true", "ranks", 1);
-}
-
-/* Submits spec (taken over), which must be accepted as a new job. */
-static Job *submit_spec(Controller *ctl, json_t *spec) {
-        Job *job = NULL;
-        bool created = false;
-        CtlError err = {0};
-        CHECK(ctl_job_submit(ctl, spec, NULL, &job, &created, &err) == 0);
-        CHECK(created);
-        json_decref(spec);
-        return job;
-}
-
-static Job *submit(Controller *ctl, const char *user, int ranks) {
-        return submit_spec(ctl, json_pack("{s:s,s:s,s:s,s:[s],s:i,s:{s:i}}", "name", "j", "project",
-                                          "p", "user", user, "command", "/bin/true", "ranks", ranks,
-                                          "restart", "max_restarts", 5));
-}
-
-static void sync_ranks(Controller *ctl, Node *node, WireRankReport *ranks, int n) {
-        WireSync msg = {.node = node->name,
-                        .boot_id = "boot-1",
-                        .agent_id = "agent-1",
-                        .ranks = ranks,
-                        .n_ranks = n,
-                        .healthy = true,
-                        .health_reason = ""};
-        Node *ret = NULL;
-        CtlError err = {0};
-        CHECK(ctl_node_sync(ctl, &msg, node->version, NULL, &ret, &err) >= 0); /* 1: resumed */
 }
 
 /* Whole turns through the operations the API calls. */
