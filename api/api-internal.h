@@ -28,10 +28,16 @@
 #define API_AGENT_CONNECTIONS_PER_NODE 8
 #define API_MAX_JSON_DEPTH 32
 /* Each shard's held syncs whose time is up are answered together at most this often
- * (api_after_commit): an answer comes up to this much after its deadline. */
+ * (api_after_commit): an answer comes up to this much after its deadline, and a turn or
+ * two more when many shards are due at once (API_SWEEPS_PER_TURN). */
 #define API_SWEEP_MS 50
 /* libmicrohttpd daemons the connections are spread over (api.c says why). */
 #define API_SHARDS 8
+/* Shards swept in one turn at most: after a long turn every shard is due, and answering
+ * all their held syncs at once (about 500 at 10,000 nodes) makes the next turn long too.
+ * The others sweep in the next turns, in rotation, each answering all that is due then:
+ * a renewal comes at most a turn or two later, and no shard waits behind the others. */
+#define API_SWEEPS_PER_TURN 3
 
 typedef struct Request Request;
 
@@ -108,6 +114,7 @@ struct Api {
         ApiShard shard[API_SHARDS];
         int ep; /* epoll of the shards' epoll fds: the loop waits on it */
         unsigned run_first; /* the shard api_run starts with, rotated: each accepts */
+        unsigned sweep_first; /* the shard whose sweep comes first, rotated likewise */
         unsigned adopt_next; /* the shard of the next connection adopted while loading */
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */

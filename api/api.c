@@ -1160,7 +1160,8 @@ static int64_t sweep_next(unsigned i, int64_t now) {
 /*
  * After a commit: the requests that waited for it, the held syncs of the nodes whose
  * desired state changed, and those whose time is up (or that their agents dropped),
- * answered together at their shard's sweep; the work follows what changed.
+ * answered together at their shard's sweep (at most API_SWEEPS_PER_TURN shards a turn);
+ * the work follows what changed.
  */
 void api_after_commit(Api *api) {
         const char *failure = ctl_failure(api->ctl);
@@ -1187,6 +1188,11 @@ void api_after_commit(Api *api) {
                                 }
                         }
                 }
+        }
+        unsigned first = api->sweep_first, sweeps = 0;
+        for (unsigned k = 0; k < API_SHARDS && sweeps < API_SWEEPS_PER_TURN; k++) {
+                unsigned i = (first + k) % API_SHARDS;
+                ApiShard *shard = &api->shard[i];
                 if (now < shard->sweep_at_ms)
                         continue;
                 bool swept = false;
@@ -1195,9 +1201,12 @@ void api_after_commit(Api *api) {
                         poll_answer(api, request_of_poll(p), NULL);
                         swept = true;
                 }
-                if (swept)
-                        shard->sweep_at_ms = sweep_next(i, now);
-                answered[i] |= swept;
+                if (!swept)
+                        continue;
+                shard->sweep_at_ms = sweep_next(i, now);
+                answered[i] = true;
+                sweeps++;
+                api->sweep_first = (i + 1) % API_SHARDS;
         }
         for (Request *r = api->committing, *next; r; r = next) {
                 next = r->next_waiting;
