@@ -114,8 +114,8 @@ static void check_held(const Model *m, const Job *job, const int *want_node) {
 
 /* A store of its own, for a test that drives the model and the turn directly. */
 static Store *store_of_test(const char *name) {
-        char path[256];
-        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
+        char path[DB_PATH_MAX];
+        db_path(path, name);
         Store *store = NULL;
         CHECK(store_open(path, &store) == 0);
         return store;
@@ -973,8 +973,8 @@ static void test_many_jobs_load(void) {
         }
         ctl_free(ctl);
 
-        char path[256];
-        snprintf(path, sizeof(path), "%s/many.db", tmpdir);
+        char path[DB_PATH_MAX];
+        db_path(path, "many");
         _cleanup_free_ char *bad = xasprintf(
                 "UPDATE job SET spec = '{\"ranks\": 1' WHERE id = %lld", (long long) (first + 250));
         sql_on("many", bad);

@@ -12,6 +12,10 @@
 
 char *tmpdir;
 
+void db_path(char path[DB_PATH_MAX], const char *name) {
+        snprintf(path, DB_PATH_MAX, "%s/%s.db", tmpdir, name);
+}
+
 void wait_for_scheduler(Controller *ctl) {
         do
                 usleep(1000);
@@ -19,8 +23,8 @@ void wait_for_scheduler(Controller *ctl) {
 }
 
 Controller *controller_open(const char *name, int64_t start_timeout_ms, int64_t job_retention_ms) {
-        char path[256];
-        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
+        char path[DB_PATH_MAX];
+        db_path(path, name);
         CtlConfig cfg = {.db_path = path,
                          .lease_ms = 10000,
                          .grace_ms = 2000,
@@ -46,8 +50,8 @@ Controller *controller(const char *name) {
 }
 
 void sql_on(const char *name, const char *sql) {
-        char path[256];
-        snprintf(path, sizeof(path), "%s/%s.db", tmpdir, name);
+        char path[DB_PATH_MAX];
+        db_path(path, name);
         sqlite3 *db;
         CHECK_INT(sqlite3_open(path, &db), SQLITE_OK);
         CHECK_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);

@@ -9,6 +9,10 @@
 
 extern char *tmpdir; /* this run's scratch directory, set by the test's main */
 
+/* The path of name's database in tmpdir. */
+#define DB_PATH_MAX 256
+void db_path(char path[DB_PATH_MAX], const char *name);
+
 /* Sleeps until the scheduler may run again: its interval grows with the last pass's
  * duration, which a sanitizer build stretches. */
 void wait_for_scheduler(Controller *ctl);
