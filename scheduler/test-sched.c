@@ -756,6 +756,47 @@ static void test_memory_bounds(void) {
         sched_result_clear(&r);
 }
 
+/* A node that gives no total has it from its free capacity and what the running jobs
+ * hold there: a job that fits the node empty waits for capacity, not for ever. The
+ * ranks are walked only when some node gives no total, so each resource is left out
+ * alone once, and then both are given. n2 only keeps the job within its quota. */
+static void test_totals_from_running(void) {
+        int on_n1[] = {0};
+        SchedRunning holder = {.id = 100,
+                               .project = "p",
+                               .user = "u",
+                               .started_ms = 1,
+                               .cpus = 12,
+                               .memory_mb = 3000,
+                               .n_ranks = 1,
+                               .rank_node = on_n1};
+        SchedLabel rack = {"rack", "a"};
+        SchedJob want = pjob(1, "p", "u", 0, 1, 8);
+        want.memory_mb = 3500;
+        want.node_selector = &rack;
+        want.n_node_selector = 1;
+        for (int given = 0; given < 3; given++) {
+                SchedNode nodes[] = {node("n1", 4, NULL, 0, &rack), node("n2", 16, NULL, 0, NULL)};
+                nodes[0].memory_free_mb = 1000;
+                nodes[0].cpus_total = given == 0 ? 0 : 16; /* 0: the cpus left out */
+                nodes[0].memory_total_mb = given == 1 ? 0 : 4000; /* 1: the memory */
+                nodes[1].cpus_total = 16;
+                nodes[1].memory_free_mb = nodes[1].memory_total_mb = 8000;
+                SchedSnapshot s = {.nodes = nodes,
+                                   .n_nodes = 2,
+                                   .jobs = &want,
+                                   .n_jobs = 1,
+                                   .running = &holder,
+                                   .n_running = 1,
+                                   .now_ms = NOW};
+                SchedResult r;
+                CHECK_INT(sched_pass(&s, &r), 0);
+                CHECK_INT(r.n_placements, 0);
+                CHECK_INT(r.wait[0], SCHED_WAIT_CAPACITY);
+                sched_result_clear(&r);
+        }
+}
+
 static void test_edges(void) {
         /* No nodes: nothing can ever fit. */
         SchedJob jobs[] = {pjob(1, "p", "u", 0, 1, 1), pjob(2, "p", "u", 0, 0, 1)};
@@ -916,6 +957,7 @@ int main(void) {
         test_selector_pairs();
         test_selector_identity();
         test_memory_bounds();
+        test_totals_from_running();
         test_edges();
         test_many_users_and_shapes();
         test_feasible_by_node_type();
