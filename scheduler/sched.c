@@ -934,8 +934,9 @@ int sched_pass(const SchedSnapshot *s, SchedResult *ret) {
         fleet_kind_intern(P.kind_map, &P.kinds, &P.n_kinds, SCHED_KIND_CPUS);
 
         /* What running jobs hold per node: the node's total when it gives none. The
-         * controller's nodes give theirs, and then the running ranks are not walked: at
-         * 10,000 nodes, 80,000 scattered loads that made a pass 5.8 ms instead of 3.9. */
+         * controller's nodes give theirs (but one registered with 0 cpus), and then the
+         * running ranks are not walked: at 10,000 nodes, 80,000 scattered loads and a
+         * third of a pass's time (docs/PERFORMANCE.md). */
         bool totals_given = true;
         for (int i = 0; i < s->n_nodes && totals_given; i++)
                 totals_given = s->nodes[i].cpus_total > 0 &&
@@ -945,14 +946,14 @@ int sched_pass(const SchedSnapshot *s, SchedResult *ret) {
         if (!totals_given) {
                 held_cpu = xcalloc((size_t) s->n_nodes + 1, sizeof(int));
                 held_mem = xcalloc((size_t) s->n_nodes + 1, sizeof(int64_t));
-        }
-        for (int i = 0; !totals_given && i < s->n_running; i++) {
-                const SchedRunning *r = &s->running[i];
-                for (int k = 0; r->rank_node && k < r->n_ranks; k++)
-                        if (r->rank_node[k] >= 0 && r->rank_node[k] < s->n_nodes) {
-                                held_cpu[r->rank_node[k]] += r->cpus;
-                                held_mem[r->rank_node[k]] += r->memory_mb;
-                        }
+                for (int i = 0; i < s->n_running; i++) {
+                        const SchedRunning *r = &s->running[i];
+                        for (int k = 0; r->rank_node && k < r->n_ranks; k++)
+                                if (r->rank_node[k] >= 0 && r->rank_node[k] < s->n_nodes) {
+                                        held_cpu[r->rank_node[k]] += r->cpus;
+                                        held_mem[r->rank_node[k]] += r->memory_mb;
+                                }
+                }
         }
         fleet_init(&P.fleet, s->nodes, s->n_nodes, false, P.kind_map, &P.kinds, &P.n_kinds,
                    held_cpu, held_mem);

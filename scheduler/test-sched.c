@@ -759,9 +759,10 @@ static void test_memory_bounds(void) {
 /* A node that gives no total has it from its free capacity and what the running jobs
  * hold there: a job that fits the node empty waits for capacity, not for ever. The
  * ranks are walked only when some node gives no total, so each resource is left out
- * alone once, and then both are given. n2 only keeps the job within its quota. */
+ * alone once, and then neither; the node that leaves one out is not the first. n1 only
+ * keeps the job within its project's quota. */
 static void test_totals_from_running(void) {
-        int on_n1[] = {0};
+        int on_n2[] = {1};
         SchedRunning holder = {.id = 100,
                                .project = "p",
                                .user = "u",
@@ -769,19 +770,24 @@ static void test_totals_from_running(void) {
                                .cpus = 12,
                                .memory_mb = 3000,
                                .n_ranks = 1,
-                               .rank_node = on_n1};
+                               .rank_node = on_n2};
         SchedLabel rack = {"rack", "a"};
         SchedJob want = pjob(1, "p", "u", 0, 1, 8);
         want.memory_mb = 3500;
         want.node_selector = &rack;
         want.n_node_selector = 1;
-        for (int given = 0; given < 3; given++) {
-                SchedNode nodes[] = {node("n1", 4, NULL, 0, &rack), node("n2", 16, NULL, 0, NULL)};
-                nodes[0].memory_free_mb = 1000;
-                nodes[0].cpus_total = given == 0 ? 0 : 16; /* 0: the cpus left out */
-                nodes[0].memory_total_mb = given == 1 ? 0 : 4000; /* 1: the memory */
-                nodes[1].cpus_total = 16;
-                nodes[1].memory_free_mb = nodes[1].memory_total_mb = 8000;
+        enum {
+                CPUS_LEFT_OUT,
+                MEMORY_LEFT_OUT,
+                BOTH_GIVEN
+        };
+        for (int left_out = CPUS_LEFT_OUT; left_out <= BOTH_GIVEN; left_out++) {
+                SchedNode nodes[] = {node("n1", 16, NULL, 0, NULL), node("n2", 4, NULL, 0, &rack)};
+                nodes[0].cpus_total = 16;
+                nodes[0].memory_free_mb = nodes[0].memory_total_mb = 8000;
+                nodes[1].memory_free_mb = 1000; /* the holder's 12 cpus and 3000 MiB in use */
+                nodes[1].cpus_total = left_out == CPUS_LEFT_OUT ? 0 : 16;
+                nodes[1].memory_total_mb = left_out == MEMORY_LEFT_OUT ? 0 : 4000;
                 SchedSnapshot s = {.nodes = nodes,
                                    .n_nodes = 2,
                                    .jobs = &want,
