@@ -168,15 +168,15 @@ void fleet_init(Fleet *f, const SchedNode *nodes, int n_nodes, bool empty, StrMa
                 }
                 off += sn->n_devices;
                 int held = held_cpu ? held_cpu[i] : 0;
-                fn->cpu_total = sn->cpus_total > 0 ? sn->cpus_total : sn->cpus_free + held;
+                fn->cpu_total = fleet_cpus_total_given(sn) ? sn->cpus_total : sn->cpus_free + held;
                 if (fn->cpu_total < sn->cpus_free)
                         fn->cpu_total = sn->cpus_free;
                 fn->cpu_free = empty ? fn->cpu_total : sn->cpus_free;
                 fn->mem_tracked = sn->memory_free_mb >= 0 || sn->memory_total_mb > 0;
                 if (fn->mem_tracked) {
                         int64_t hm = held_mem ? held_mem[i] : 0;
-                        fn->mem_total = sn->memory_total_mb > 0 ? sn->memory_total_mb
-                                                                : sn->memory_free_mb + hm;
+                        fn->mem_total = fleet_memory_total_given(sn) ? sn->memory_total_mb
+                                                                     : sn->memory_free_mb + hm;
                         fn->mem_free = empty || sn->memory_free_mb < 0 ? fn->mem_total
                                                                        : sn->memory_free_mb;
                 }

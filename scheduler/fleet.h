@@ -134,6 +134,15 @@ typedef struct Fleet {
 /* Returns the id of kind name in map (adding it: names grows, *n counts). */
 int fleet_kind_intern(StrMap *map, char ***names, int *n, const char *name);
 
+/* Whether a node gives its totals itself; fleet_init takes a total it does not give
+ * from its free capacity and what running jobs hold there. */
+static inline bool fleet_cpus_total_given(const SchedNode *sn) {
+        return sn->cpus_total > 0;
+}
+static inline bool fleet_memory_total_given(const SchedNode *sn) {
+        return sn->memory_total_mb > 0 || sn->memory_free_mb < 0; /* < 0: not accounted */
+}
+
 /*
  * Builds the working fleet. empty: every device free and cpus/memory at their totals
  * (feasibility). held_cpu/held_mem (may be NULL) are per node amounts held by running

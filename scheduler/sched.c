@@ -939,8 +939,8 @@ int sched_pass(const SchedSnapshot *s, SchedResult *ret) {
          * third of a pass's time (docs/PERFORMANCE.md). */
         bool totals_given = true;
         for (int i = 0; i < s->n_nodes && totals_given; i++)
-                totals_given = s->nodes[i].cpus_total > 0 &&
-                               (s->nodes[i].memory_free_mb < 0 || s->nodes[i].memory_total_mb > 0);
+                totals_given = fleet_cpus_total_given(&s->nodes[i]) &&
+                               fleet_memory_total_given(&s->nodes[i]);
         int *held_cpu = NULL;
         int64_t *held_mem = NULL;
         if (!totals_given) {
