@@ -798,32 +798,46 @@ static void pass_setup_running(Pass *P) {
 static void pass_setup_tiers(Pass *P) {
         const SchedSnapshot *s = P->s;
         int K = P->n_kinds;
-        RunSort *rs = xcalloc((size_t) s->n_running + 1, sizeof(RunSort));
+        /* Only a project with a borrower running needs its jobs in promotion order: in
+         * any other, every job stays at tier 0 whatever the order. */
+        bool *borrows = xcalloc((size_t) P->n_projects + 1, sizeof(bool));
         for (int i = 0; i < s->n_running; i++) {
                 const SchedRunning *r = &s->running[i];
-                rs[i] = (RunSort){.project = P->run_project[i],
-                                  .tier = r->tier > 0 ? 1 : 0,
-                                  .priority = r->priority,
-                                  .started = r->started_ms,
-                                  .id = r->id,
-                                  .idx = i};
                 int64_t cpu = (int64_t) r->n_ranks * (r->cpus > 0 ? r->cpus : 0);
                 int64_t acc =
                         P->run_kind[i] > 0 ? (int64_t) r->n_ranks * r->accelerators_per_rank : 0;
                 P->res->running_tier[i] = r->tier;
                 if (r->stopping)
                         continue;
+                borrows[P->run_project[i]] |= r->tier > 0;
                 usage_add(P, P->run_project[i], P->run_pair[i], P->run_kind[i], cpu, acc);
                 int64_t *u = usage_row(P->used, P->run_project[i], K);
                 u[0] += cpu;
                 if (P->run_kind[i] > 0)
                         u[P->run_kind[i]] += acc;
         }
-        qsort(rs, (size_t) s->n_running, sizeof(RunSort), run_tier_cmp);
+        /* Sorted: those jobs, and the stopping ones (try_preempt frees them in this order). */
+        RunSort *rs = xcalloc((size_t) s->n_running + 1, sizeof(RunSort));
+        int n_rs = 0;
+        for (int i = 0; i < s->n_running; i++) {
+                const SchedRunning *r = &s->running[i];
+                if (!r->stopping && !borrows[P->run_project[i]]) {
+                        P->res->running_tier[i] = 0;
+                        continue;
+                }
+                rs[n_rs++] = (RunSort){.project = P->run_project[i],
+                                       .tier = r->tier > 0 ? 1 : 0,
+                                       .priority = r->priority,
+                                       .started = r->started_ms,
+                                       .id = r->id,
+                                       .idx = i};
+        }
+        free(borrows);
+        qsort(rs, (size_t) n_rs, sizeof(RunSort), run_tier_cmp);
         int64_t *t0 = xcalloc((size_t) K, sizeof(int64_t));
         P->victims = xcalloc((size_t) s->n_running + 1, sizeof(int));
         P->stopping = xcalloc((size_t) s->n_running + 1, sizeof(int));
-        for (int i = 0; i < s->n_running; i++) {
+        for (int i = 0; i < n_rs; i++) {
                 if (i == 0 || rs[i].project != rs[i - 1].project)
                         memset(t0, 0, (size_t) K * sizeof(int64_t));
                 int x = rs[i].idx;

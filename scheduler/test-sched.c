@@ -425,6 +425,18 @@ static void test_preemption(void) {
                 {"never tier 0", 0, 0, 0, 0, false, 1, SCHED_WAIT_CAPACITY, {0}, 0},
                 {"not beyond b's quota", 0, 0, 1, 1, false, 3, SCHED_WAIT_QUOTA, {0}, 0},
                 {"a stopping job frees enough", 0, 0, 1, 1, true, 1, SCHED_WAIT_PREEMPTING, {0}, 0},
+                /* Its project has no borrower left: the pass need not sort its jobs, but
+                 * must still list the stopping one. */
+                {"a stopping tier-0 job frees enough",
+                 0,
+                 0,
+                 0,
+                 0,
+                 true,
+                 1,
+                 SCHED_WAIT_PREEMPTING,
+                 {0},
+                 0},
         };
         SchedQuota *q = quota_of("[project a]\nshare = 1\n[project b]\nshare = 1\n");
         for (size_t c = 0; c < ELEMENTSOF(cases); c++) {
