@@ -27,6 +27,8 @@ void model_clear(Model *m) {
         free(m->nodes);
         free(m->capacity_changed);
         free(m->running);
+        free(m->stale_slots);
+        free(m->running_stale);
         for (int i = 0; i < m->n_stored_goodput; i++) {
                 free(m->stored_goodput[i]->project);
                 free(m->stored_goodput[i]);
@@ -225,18 +227,43 @@ void model_node_capacity_changed(Model *m, Node *node) {
         m->capacity_changed[m->n_capacity_changed++] = node;
 }
 
+static void running_slot_stale(Model *m, int slot) {
+        if (m->running_stale[slot])
+                return;
+        m->running_stale[slot] = true;
+        m->stale_slots[m->n_stale_slots++] = slot; /* each slot once: cap_running at most */
+}
+
+void model_running_stale(Model *m, const Job *job) {
+        if (job->running_slot)
+                running_slot_stale(m, job->running_slot - 1);
+}
+
 /* Counts delta more alive ranks of job on nodes: in Model.running while any. */
 static void job_held_add(Model *m, Job *job, int delta) {
         job->held_ranks += delta;
         if (job->held_ranks > 0 && !job->running_slot) {
-                GROW(m->running, m->n_running, m->cap_running);
+                if (m->n_running == m->cap_running) {
+                        int cap = m->cap_running;
+                        GROW(m->running, m->n_running, m->cap_running);
+                        m->running_stale =
+                                xrealloc(m->running_stale, (size_t) m->cap_running * sizeof(bool));
+                        memset(m->running_stale + cap, 0,
+                               (size_t) (m->cap_running - cap) * sizeof(bool));
+                        m->stale_slots =
+                                xrealloc(m->stale_slots, (size_t) m->cap_running * sizeof(int));
+                }
                 m->running[m->n_running++] = job;
                 job->running_slot = m->n_running;
+                running_slot_stale(m, m->n_running - 1);
         } else if (job->held_ranks <= 0 && job->running_slot) {
+                int slot = job->running_slot - 1;
                 Job *last = m->running[--m->n_running];
-                m->running[job->running_slot - 1] = last;
-                last->running_slot = job->running_slot;
+                m->running[slot] = last;
+                last->running_slot = slot + 1;
                 job->running_slot = 0;
+                if (slot < m->n_running)
+                        running_slot_stale(m, slot); /* another job moved there */
         }
 }
 

@@ -267,6 +267,12 @@ typedef struct Model {
          * the running jobs, without a walk over the nodes' job lists. */
         Job **running;
         int n_running, cap_running;
+        /* Positions in running whose job, or what a pass reads of it (state, tier, its
+         * attempt), changed since the scheduler last copied them (schedule.c): a pass
+         * copies those and not every running job. running_stale[i]: i is listed. */
+        int *stale_slots;
+        int n_stale_slots;
+        bool *running_stale; /* cap_running of them */
         /* Nodes whose free capacity or state changed since the scheduler last took them
          * (schedule.c), so that a pass copies those and not the fleet. */
         Node **capacity_changed;
@@ -340,6 +346,9 @@ static inline Node *model_lease_oldest(const Model *m) {
 
 /* Lists the node in m->capacity_changed (once): its state or free capacity changed. */
 void model_node_capacity_changed(Model *m, Node *node);
+/* Lists job's position in m->running (once), if it holds capacity: what a pass reads of
+ * it changed. */
+void model_running_stale(Model *m, const Job *job);
 /* Adds (delta 1) or takes back (delta -1) what rank r of job holds on node. */
 void model_node_hold(Model *m, Node *node, Job *job, const Rank *r, int delta);
 /* The jobs with alive ranks on node, in id order: a malloc'd copy (*ret_n of them),

@@ -22,7 +22,7 @@ typedef struct Snapshot {
         SchedDevice *device_pool; /* behind s.nodes[].devices: one allocation per pass */
         SchedLabel *selector_pool;
         Job **job_of; /* parallel to s.jobs */
-        Job **running_of; /* parallel to s.running */
+        Job **running_of; /* parallel to s.running; both are Scheduling.running's */
 } Snapshot;
 
 /*
@@ -153,36 +153,54 @@ static void snapshot_nodes(Controller *ctl, Snapshot *snap, bool for_pass) {
         snap->s.n_nodes = ctl->model.n_nodes;
 }
 
-/*
- * Jobs with alive ranks: what they hold, for quota use and preemption. The model keeps
- * their list, so the cost follows the running jobs, not the queue or the fleet.
- */
-static void snapshot_running(Controller *ctl, Snapshot *snap) {
-        int n = ctl->model.n_running;
-        Job **jobs = ctl->model.running;
-        snap->s.running = xcalloc((size_t) n + 1, sizeof(SchedRunning));
-        snap->running_of = xcalloc((size_t) n + 1, sizeof(Job *));
-        for (int j = 0; j < n; j++) {
-                Job *job = jobs[j];
-                job_names_take(&ctl->sched, job);
-                Attempt *a = job_current_attempt(job);
-                snap->running_of[snap->s.n_running] = job;
-                snap->s.running[snap->s.n_running++] =
-                        (SchedRunning){.id = job->id,
-                                       .project = job->sched_project,
-                                       .user = job->sched_user,
-                                       .priority = job->spec->priority,
-                                       .tier = job->tier,
-                                       .started_ms = a ? a->started_ms : job->created_ms,
-                                       .stopping = !job_attempt_live(job),
-                                       .accelerator = job->sched_accelerator,
-                                       .accelerators_per_rank = job->spec->accelerators_per_rank,
-                                       .cpus = job->spec->cpus,
-                                       .memory_mb = job->spec->memory_mb,
-                                       .n_ranks = job->n_ranks,
-                                       .rank_node = job->held_node,
-                                       .rank_devices = job->held_devices};
+/* What a pass reads of a job with alive ranks: what it holds, for quota use and
+ * preemption. */
+static void sched_running_fill(Scheduling *s, Job *job, SchedRunning *sr) {
+        job_names_take(s, job);
+        Attempt *a = job_current_attempt(job);
+        *sr = (SchedRunning){.id = job->id,
+                             .project = job->sched_project,
+                             .user = job->sched_user,
+                             .priority = job->spec->priority,
+                             .tier = job->tier,
+                             .started_ms = a ? a->started_ms : job->created_ms,
+                             .stopping = !job_attempt_live(job),
+                             .accelerator = job->sched_accelerator,
+                             .accelerators_per_rank = job->spec->accelerators_per_rank,
+                             .cpus = job->spec->cpus,
+                             .memory_mb = job->spec->memory_mb,
+                             .n_ranks = job->n_ranks,
+                             .rank_node = job->held_node,
+                             .rank_devices = job->held_devices};
+}
+
+/* The kept running jobs brought up to date: the positions listed stale since the last
+ * pass, or all of them when the names changed. The cost follows what changed, not the
+ * running jobs, the queue or the fleet. */
+static void pass_running_update(Controller *ctl) {
+        Scheduling *s = &ctl->sched;
+        Model *m = &ctl->model;
+        if (s->cap_running < m->n_running) {
+                s->cap_running = m->cap_running;
+                s->running = xrealloc(s->running, (size_t) s->cap_running * sizeof(SchedRunning));
+                s->running_of = xrealloc(s->running_of, (size_t) s->cap_running * sizeof(Job *));
         }
+        bool whole = !s->running_kept || s->running_gen != s->names_gen;
+        for (int i = 0; i < m->n_stale_slots; i++) {
+                int slot = m->stale_slots[i];
+                m->running_stale[slot] = false;
+                if (!whole && slot < m->n_running) {
+                        s->running_of[slot] = m->running[slot];
+                        sched_running_fill(s, m->running[slot], &s->running[slot]);
+                }
+        }
+        m->n_stale_slots = 0;
+        for (int i = 0; whole && i < m->n_running; i++) {
+                s->running_of[i] = m->running[i];
+                sched_running_fill(s, m->running[i], &s->running[i]);
+        }
+        s->running_kept = true;
+        s->running_gen = s->names_gen;
 }
 
 static void snapshot_free(Snapshot *snap) {
@@ -190,11 +208,9 @@ static void snapshot_free(Snapshot *snap) {
         if (!snap->nodes_borrowed)
                 free(snap->s.nodes);
         free(snap->s.jobs);
-        free(snap->s.running);
         free(snap->label_pool);
         free(snap->selector_pool);
         free(snap->job_of);
-        free(snap->running_of);
 }
 
 static void pass_fleet_drop(Scheduling *s) {
@@ -275,16 +291,46 @@ static void pass_fleet_update(Controller *ctl) {
         m->n_capacity_changed = 0;
 }
 
+/* Under AXCTLD_STRICT_TRANSITIONS: the kept running jobs must equal a fresh copy, or a
+ * change went unlisted and a pass would judge quotas and preemption on stale jobs. */
+static void pass_running_verify(Controller *ctl) {
+        Scheduling *s = &ctl->sched;
+        for (int i = 0; i < ctl->model.n_running; i++) {
+                Job *job = ctl->model.running[i];
+                const SchedRunning *kept = &s->running[i];
+                SchedRunning fresh;
+                sched_running_fill(s, job, &fresh);
+                if (s->running_of[i] != job || kept->id != fresh.id ||
+                    kept->project != fresh.project || kept->user != fresh.user ||
+                    kept->priority != fresh.priority || kept->tier != fresh.tier ||
+                    kept->started_ms != fresh.started_ms || kept->stopping != fresh.stopping ||
+                    kept->accelerator != fresh.accelerator ||
+                    kept->accelerators_per_rank != fresh.accelerators_per_rank ||
+                    kept->cpus != fresh.cpus || kept->memory_mb != fresh.memory_mb ||
+                    kept->n_ranks != fresh.n_ranks || kept->rank_node != fresh.rank_node ||
+                    kept->rank_devices != fresh.rank_devices) {
+                        log_error("bug: the scheduler's copy of running job %lld is stale",
+                                  (long long) job->id);
+                        abort();
+                }
+        }
+}
+
 /* What a pass reads: nodes with their free capacity and the running jobs. */
 static void snapshot_for_pass(Controller *ctl, Snapshot *snap) {
         sched_names_begin(&ctl->sched);
         pass_fleet_update(ctl);
+        pass_running_update(ctl);
         snap->s.nodes = ctl->sched.pass_fleet->s.nodes;
         snap->s.n_nodes = ctl->sched.pass_fleet->s.n_nodes;
         snap->nodes_borrowed = true;
-        if (ctl->turn.strict)
+        snap->s.running = ctl->sched.running;
+        snap->s.n_running = ctl->model.n_running;
+        snap->running_of = ctl->sched.running_of;
+        if (ctl->turn.strict) {
                 pass_input_verify(ctl);
-        snapshot_running(ctl, snap);
+                pass_running_verify(ctl);
+        }
 }
 
 /* Whether job is in the queue now: pending, or restarting or preempted with its old
@@ -331,6 +377,8 @@ void schedule_clear(Scheduling *s) {
         schedule_fleet_changed(s);
         strmap_free(s->names);
         sched_quota_free(s->quota);
+        free(s->running);
+        free(s->running_of);
         free(s->fresh);
         *s = (Scheduling){0};
 }
@@ -420,10 +468,12 @@ bool schedule_pass(Controller *ctl, bool full, SchedResult *ret) {
                 if (res.wait[i] == SCHED_WAIT_PREEMPTING || res.wait[i] == SCHED_WAIT_RESERVED)
                         ctl->sched.n_held++;
         }
+        /* Read from the kept copy, which equals the jobs': only a promoted or demoted job
+         * is touched. */
         for (int i = 0; i < snap.s.n_running; i++) {
-                Job *job = snap.running_of[i];
-                if (res.running_tier[i] != job->tier) {
-                        job->tier = res.running_tier[i];
+                if (res.running_tier[i] != ctl->sched.running[i].tier) {
+                        Job *job = snap.running_of[i];
+                        job->tier = ctl->sched.running[i].tier = res.running_tier[i];
                         turn_job_dirty(&ctl->turn, job);
                 }
         }

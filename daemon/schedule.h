@@ -35,6 +35,15 @@ typedef struct Scheduling {
          * names_gen moves on. NULL: to build. */
         struct Snapshot *pass_fleet;
         uint64_t pass_fleet_gen; /* the names_gen its device kinds are of */
+        /* The running jobs as passes read them, in Model.running's order, kept between
+         * passes: a pass copies again only the positions in Model.stale_slots (copying
+         * every running job was a quarter of a pass at 10,000 nodes), or all of them when
+         * names_gen moved on. */
+        SchedRunning *running;
+        struct Job **running_of;
+        int cap_running;
+        bool running_kept; /* false: to copy all */
+        uint64_t running_gen; /* the names_gen its names are of */
         StrMap *verdicts; /* job shape -> its feasibility + 1, for the same fleet */
         /* One copy of each project, user and kind name given to passes, so that a pass
          * knows equal names by their address instead of hashing each job's. Jobs and

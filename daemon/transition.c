@@ -227,6 +227,7 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
                            job_state_to_string(job->state), job_state_to_string(to),
                            *job->reason ? ": " : "", job->reason);
                 job->state = to;
+                model_running_stale(t->model, job); /* stopping or not, for passes */
         }
         Attempt *a = job_current_attempt(job);
         if (to == JOB_RUNNING && a && a->running_ms == 0) {
