@@ -382,10 +382,11 @@ def main():
                 (tokens1.get(where, 0) - tokens0.get(where, 0)) / (w1 - w0), 1)
         for key in LOOP_HISTOGRAMS:  # how many per second, and their mean length
             n, s = loop1[key][0] - loop0[key][0], loop1[key][1] - loop0[key][1]
-            out["%ss_per_s" % key] = round(n / (w1 - w0), 1)
+            plural = key + ("es" if key.endswith("s") else "s")  # passes, commits, turns
+            out["%s_per_s" % plural] = round(n / (w1 - w0), 1)
             out["%s_mean_ms" % key] = round(1000 * s / n, 2) if n else None
             for le, before, after in zip(LOOP_TAILS.get(key, ()), loop0[key][2], loop1[key][2]):
-                out["%ss_over_%gms" % (key, float(le) * 1000)] = int(n - (after - before))
+                out["%s_over_%gms" % (plural, float(le) * 1000)] = int(n - (after - before))
         wal = wal_pages(metrics) - wal0
         out["wal_pages_per_s"] = round(wal / (w1 - w0), 1)
         n_commits = loop1["commit"][0] - loop0["commit"][0]
