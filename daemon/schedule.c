@@ -180,12 +180,13 @@ static void sched_running_fill(Scheduling *s, Job *job, SchedRunning *sr) {
 static void pass_running_update(Controller *ctl) {
         Scheduling *s = &ctl->sched;
         Model *m = &ctl->model;
+        /* Taken before the copy first grows: none kept yet, or kept under other names. */
+        bool whole = !s->running || s->running_gen != s->names_gen;
         if (s->cap_running < m->n_running) {
                 s->cap_running = m->cap_running;
                 s->running = xrealloc(s->running, (size_t) s->cap_running * sizeof(SchedRunning));
                 s->running_of = xrealloc(s->running_of, (size_t) s->cap_running * sizeof(Job *));
         }
-        bool whole = !s->running_kept || s->running_gen != s->names_gen;
         for (int i = 0; i < m->n_stale_slots; i++) {
                 int slot = m->stale_slots[i];
                 m->running_stale[slot] = false;
@@ -199,7 +200,6 @@ static void pass_running_update(Controller *ctl) {
                 s->running_of[i] = m->running[i];
                 sched_running_fill(s, m->running[i], &s->running[i]);
         }
-        s->running_kept = true;
         s->running_gen = s->names_gen;
 }
 

@@ -38,11 +38,10 @@ typedef struct Scheduling {
         /* The running jobs as passes read them, in Model.running's order, kept between
          * passes: a pass copies again only the positions in Model.stale_slots (copying
          * every running job was a quarter of a pass at 10,000 nodes), or all of them when
-         * names_gen moved on. */
+         * names_gen moved on. NULL: none kept yet. */
         SchedRunning *running;
         struct Job **running_of;
         int cap_running;
-        bool running_kept; /* false: to copy all */
         uint64_t running_gen; /* the names_gen its names are of */
         StrMap *verdicts; /* job shape -> its feasibility + 1, for the same fleet */
         /* One copy of each project, user and kind name given to passes, so that a pass
