@@ -93,6 +93,8 @@ class UnitTest(unittest.TestCase):
         self.assertEqual(s["StateDirectory"], ["axctl"])
         self.assertEqual(s["ProtectSystem"], ["strict"])
         self.assertEqual(s["RestartPreventExitStatus"], ["2"])
+        # Back well within the agents' lease after a crash (docs/OPERATIONS.md).
+        self.assertEqual(s["RestartSec"], ["100ms"])
         self.assertIn("--config", s["ExecStart"][0])
         sock = unit_settings(self.paths["axctld.socket"])["Socket"]
         self.assertTrue(sock["ListenStream"])
