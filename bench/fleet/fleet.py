@@ -66,8 +66,12 @@ def start_controller(args, db, port):
     if args.auth:
         argv.append("--auth")
     argv += args.axctld_arg
+    env = dict(os.environ)
+    env.pop("GLIBC_TUNABLES", None)
+    if args.malloc_tunables:
+        env["GLIBC_TUNABLES"] = args.malloc_tunables
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(db + ".log", "ab"),
-                            preexec_fn=on_cpu(args.controller_cpu))
+                            preexec_fn=on_cpu(args.controller_cpu), env=env)
     line = proc.stdout.readline().decode()
     m = re.search(r"listening on http://[^:]+:(\d+)", line)
     if not m:
@@ -300,6 +304,9 @@ def main():
     p.add_argument("--pin", action="store_true",
                    help="axctld on the first CPU, fleetsim on the second: the controller has "
                         "one core of its own")
+    p.add_argument("--malloc-tunables", default="",
+                   help="GLIBC_TUNABLES for axctld alone (default: none, as the systemd unit "
+                        "runs it), e.g. glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1")
     args = p.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     if args.pin and len(cpus) < 2:
@@ -359,7 +366,7 @@ def main():
     # no controller or simulator running to skew the next measurement.
     try:
         t0 = time.monotonic()
-        out = {"host_loop_s": loop_s}
+        out = {"host_loop_s": loop_s, "malloc_tunables": args.malloc_tunables or None}
         time.sleep(args.warmup)
         cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
         metrics = get(url + "/metrics")
