@@ -93,8 +93,11 @@ class UnitTest(unittest.TestCase):
         self.assertEqual(s["StateDirectory"], ["axctl"])
         self.assertEqual(s["ProtectSystem"], ["strict"])
         self.assertEqual(s["RestartPreventExitStatus"], ["2"])
-        # Back well within the agents' lease after a crash (docs/OPERATIONS.md).
+        # Back well within the agents' lease after a crash (docs/OPERATIONS.md), and
+        # retried while a full disk is freed, but not when it cannot start at all.
         self.assertEqual(s["RestartSec"], ["100ms"])
+        u = unit_settings(self.paths["axctld.service"])["Unit"]
+        self.assertEqual((u["StartLimitIntervalSec"], u["StartLimitBurst"]), (["10s"], ["10"]))
         self.assertIn("--config", s["ExecStart"][0])
         sock = unit_settings(self.paths["axctld.socket"])["Socket"]
         self.assertTrue(sock["ListenStream"])
