@@ -86,7 +86,8 @@ class UnitTest(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout)
 
     def test_controller_choices(self):
-        s = unit_settings(self.paths["axctld.service"])["Service"]
+        unit = unit_settings(self.paths["axctld.service"])
+        s = unit["Service"]
         self.assertEqual(s["Type"], ["notify"])
         self.assertTrue(s["WatchdogSec"][0].rstrip("s").isdigit())
         self.assertEqual(s["User"], ["axctl"])
@@ -96,7 +97,7 @@ class UnitTest(unittest.TestCase):
         # Back well within the agents' lease after a crash (docs/OPERATIONS.md), and
         # retried while a full disk is freed, but not when it cannot start at all.
         self.assertEqual(s["RestartSec"], ["100ms"])
-        u = unit_settings(self.paths["axctld.service"])["Unit"]
+        u = unit["Unit"]
         self.assertEqual((u["StartLimitIntervalSec"], u["StartLimitBurst"]), (["10s"], ["10"]))
         self.assertIn("--config", s["ExecStart"][0])
         sock = unit_settings(self.paths["axctld.socket"])["Socket"]
