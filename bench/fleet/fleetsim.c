@@ -101,6 +101,7 @@ typedef struct Agent {
         bool ever_registered; /* counted in n_agents_up */
         int64_t version;
         int64_t last_answer_ms; /* send time of the last answered request: the lease start */
+        int64_t failed_at_ms; /* its first failed request since the last answer; 0: none */
         int64_t retry_at_ms;
         int64_t next_end_ms;
         bool dirty;
@@ -162,6 +163,11 @@ static long n_syncs, n_registers, n_connect_fail, n_http_errors, n_404, n_409, n
         n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_unchanged;
 static long status_counts[6];
 static int64_t max_silence_ms;
+/* An outage (a controller killed): when the first request failed, and per agent that
+ * failed, how long after that its next answer came and how much of its lease it had
+ * spent when it failed. */
+static int64_t outage_at_ms;
+static Latencies recovery, silence_at_failure;
 static int64_t measure_from_ms;
 
 static double ms_of(const struct timespec *ts) {
@@ -424,6 +430,17 @@ static void record_latency(Latencies *l, double ms) {
         l->ms[l->n++] = ms;
 }
 
+/* A request of a's failed: the first since its last answer starts its outage (and the
+ * fleet's, if none did yet). */
+static void agent_failed(Agent *a) {
+        int64_t now = util_now_ms();
+        if (!a->registered || a->failed_at_ms || now < measure_from_ms)
+                return;
+        a->failed_at_ms = now;
+        if (!outage_at_ms)
+                outage_at_ms = now;
+}
+
 static void agent_answer(Agent *a, int status, const char *body, size_t len, double latency,
                          double wire_latency) {
         int64_t now = util_now_ms();
@@ -438,9 +455,15 @@ static void agent_answer(Agent *a, int status, const char *body, size_t len, dou
                 n_409++;
         if (status != 200) {
                 n_http_errors++;
+                agent_failed(a);
                 a->retry_at_ms = now + RETRY_MS / 2 + rand() % RETRY_MS;
                 return;
         }
+        if (a->failed_at_ms && outage_at_ms) {
+                record_latency(&recovery, (double) (now - outage_at_ms));
+                record_latency(&silence_at_failure, (double) (a->failed_at_ms - a->last_answer_ms));
+        }
+        a->failed_at_ms = 0;
         a->last_answer_ms = a->c.sent_ms;
         a->next_sync_ms = opt.no_hold ? a->c.sent_ms + 1000 : 0;
         json_error_t jerr;
@@ -577,6 +600,7 @@ failed:
                         n_connect_fail++;
                 else
                         n_http_errors++;
+                agent_failed(&agents[c->idx]);
                 agents[c->idx].retry_at_ms = util_now_ms() + RETRY_MS / 2 + rand() % RETRY_MS;
         } else
                 n_submit_fail++;
@@ -880,6 +904,8 @@ int main(int argc, char **argv) {
         }
         qsort(exit_lat.ms, exit_lat.n, sizeof(double), cmp_double);
         qsort(exit_wire_lat.ms, exit_wire_lat.n, sizeof(double), cmp_double);
+        qsort(recovery.ms, recovery.n, sizeof(double), cmp_double);
+        qsort(silence_at_failure.ms, silence_at_failure.n, sizeof(double), cmp_double);
         double secs = (double) (util_now_ms() - start) / 1000.0;
         printf("{\"nodes\":%d,\"seconds\":%.1f,\"registers\":%ld,\"syncs\":%ld,"
                "\"syncs_per_s\":%.0f,\"unchanged_answers\":%ld,\"rank_starts\":%ld,\"rank_exits\":%"
@@ -889,7 +915,7 @@ int main(int argc, char **argv) {
                "\"exit_sync_wire_p99_ms\":%.1f,\"exit_sync_wire_max_ms\":%.1f,\"connect_failures\":"
                "%ld,"
                "\"http_errors\":%ld,\"answers_404\":%ld,\"answers_409\":%ld,\"self_fences\":%ld,"
-               "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f,\"exit_wave\":%.2f,\"vanished\":[",
+               "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f,\"exit_wave\":%.2f,",
                opt.nodes, secs, n_registers, n_syncs, (double) n_syncs / secs, n_unchanged,
                n_rank_starts, n_rank_exits, n_submits, n_submit_fail, exit_lat.n,
                percentile(exit_lat.ms, exit_lat.n, 0.5), percentile(exit_lat.ms, exit_lat.n, 0.99),
@@ -899,6 +925,14 @@ int main(int argc, char **argv) {
                percentile(exit_wire_lat.ms, exit_wire_lat.n, 1.0), n_connect_fail, n_http_errors,
                n_404, n_409, n_fences, (long long) max_silence_ms,
                (double) clock() / CLOCKS_PER_SEC / secs, exit_wave(util_now_ms()));
+        if (recovery.n > 0)
+                printf("\"recovered\":%zu,\"recovery_p50_ms\":%.0f,\"recovery_max_ms\":%.0f,"
+                       "\"silence_at_failure_p50_ms\":%.0f,\"silence_at_failure_max_ms\":%.0f,",
+                       recovery.n, percentile(recovery.ms, recovery.n, 0.5),
+                       percentile(recovery.ms, recovery.n, 1.0),
+                       percentile(silence_at_failure.ms, silence_at_failure.n, 0.5),
+                       percentile(silence_at_failure.ms, silence_at_failure.n, 1.0));
+        printf("\"vanished\":[");
         const char *sep = "";
         for (int i = 0; i < opt.nodes; i++)
                 if (agents[i].vanished) {
