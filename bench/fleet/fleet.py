@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -70,12 +71,22 @@ def start_controller(args, db, port):
     env.pop("GLIBC_TUNABLES", None)
     if args.malloc_tunables:
         env["GLIBC_TUNABLES"] = args.malloc_tunables
+    pass_fds = ()
+    if args.listener:
+        # As systemd starts it from axctld.socket: the listening socket as fd 3, named by
+        # LISTEN_FDS and LISTEN_PID (the shell's pid is axctld's once it execs).
+        fd = args.listener.fileno()
+        pass_fds = (fd,)
+        argv = ["/bin/sh", "-c", '[ "$1" = 3 ] || eval "exec 3<&$1 $1<&-"; shift; '
+                'export LISTEN_PID=$$ LISTEN_FDS=1; exec "$@"', "sh", str(fd)] + argv
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(db + ".log", "ab"),
-                            preexec_fn=on_cpu(args.controller_cpu), env=env)
+                            preexec_fn=on_cpu(args.controller_cpu), env=env, pass_fds=pass_fds)
     line = proc.stdout.readline().decode()
     m = re.search(r"listening on http://[^:]+:(\d+)", line)
     if not m:
         sys.exit("axctld did not start: %r (see %s.log)" % (line, db))
+    if args.listener and int(m.group(1)) != args.listener.getsockname()[1]:
+        sys.exit("axctld did not serve the socket passed to it (see %s.log)" % db)
     return proc, int(m.group(1))
 
 
@@ -304,6 +315,11 @@ def main():
     p.add_argument("--pin", action="store_true",
                    help="axctld on the first CPU, fleetsim on the second: the controller has "
                         "one core of its own")
+    p.add_argument("--socket-backlog", type=int, default=0,
+                   help="hold the listening socket across restarts with this backlog (the "
+                        "kernel caps it at net.core.somaxconn) and pass it to axctld, as "
+                        "axctld.socket does; default: axctld listens itself, so connects "
+                        "during a restart are refused")
     p.add_argument("--malloc-tunables", default="",
                    help="GLIBC_TUNABLES for axctld alone (default: none, as the systemd unit "
                         "runs it), e.g. glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1")
@@ -324,6 +340,11 @@ def main():
         if args.vanish_at + (args.lease_ms + args.grace_ms + 500) / 1000 + 2 > args.seconds - 1:
             p.error("--vanish-at leaves no time to see the nodes declared down before the end")
 
+    args.listener = None
+    if args.socket_backlog > 0:
+        args.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        args.listener.bind(("127.0.0.1", 0))
+        args.listener.listen(args.socket_backlog)
     loop_s = host_loop_s(args.controller_cpu)
     tmp = tempfile.mkdtemp(prefix="axfleet-")
     db = args.db or os.path.join(tmp, "state.db")
@@ -366,7 +387,8 @@ def main():
     # no controller or simulator running to skew the next measurement.
     try:
         t0 = time.monotonic()
-        out = {"host_loop_s": loop_s, "malloc_tunables": args.malloc_tunables or None}
+        out = {"host_loop_s": loop_s, "malloc_tunables": args.malloc_tunables or None,
+               "socket_backlog": args.socket_backlog or None}
         time.sleep(args.warmup)
         cpu0, w0 = cpu_seconds(ctl.pid), time.monotonic()
         metrics = get(url + "/metrics")

@@ -43,6 +43,7 @@ def main():
     args.lease_ms, args.grace_ms, args.auth = 5000, 1000, False
     args.controller_cpu = None  # fleet.py's --pin: not pinned here
     args.malloc_tunables = ""  # glibc's defaults, as the systemd unit runs axctld
+    args.listener = None  # axctld listens itself (fleet.py's --socket-backlog)
     args.axctld_arg = ["--job-retention-s", str(args.retention_s)]
     db = args.keep_db or os.path.join(tempfile.mkdtemp(prefix="axjobs-"), "state.db")
     ctl, port = start_controller(args, db, 0)
