@@ -102,6 +102,9 @@ class UnitTest(unittest.TestCase):
         self.assertIn("--config", s["ExecStart"][0])
         sock = unit_settings(self.paths["axctld.socket"])["Socket"]
         self.assertTrue(sock["ListenStream"])
+        # Deep enough for a whole fleet's reconnects while the controller restarts: as
+        # axctld's own listen(2), up to the kernel's cap.
+        self.assertEqual(sock["Backlog"], ["65535"])
 
     def test_agent_choices(self):
         s = unit_settings(self.paths["axagent.service"])["Service"]
