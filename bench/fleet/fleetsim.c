@@ -102,6 +102,7 @@ typedef struct Agent {
         int64_t version;
         int64_t last_answer_ms; /* send time of the last answered request: the lease start */
         int64_t failed_at_ms; /* its first failed request since the last answer; 0: none */
+        int64_t spent_at_failure_ms; /* of its lease, then (a fence moves last_answer_ms) */
         int64_t retry_at_ms;
         int64_t next_end_ms;
         bool dirty;
@@ -259,6 +260,18 @@ static json_int_t rank_step(const SimRank *r) {
         return opt.step_ms > 0 ? 1 + (util_now_ms() - r->start_ms) / opt.step_ms : 1;
 }
 
+/* A request of a's failed: the first since its last answer starts its outage (and the
+ * fleet's, if none did yet). */
+static void agent_failed(Agent *a) {
+        int64_t now = util_now_ms();
+        if (!a->registered || a->failed_at_ms || now < measure_from_ms)
+                return;
+        a->failed_at_ms = now;
+        a->spent_at_failure_ms = now - a->last_answer_ms;
+        if (!outage_at_ms)
+                outage_at_ms = now;
+}
+
 static void agent_send(Agent *a) {
         json_t *body;
         char path[128];
@@ -324,6 +337,7 @@ static void agent_send(Agent *a) {
         a->dirty = false;
         if (conn_request(&a->c, path, text) < 0) {
                 n_connect_fail++;
+                agent_failed(a);
                 a->retry_at_ms = util_now_ms() + RETRY_MS;
         }
         free(text);
@@ -430,17 +444,6 @@ static void record_latency(Latencies *l, double ms) {
         l->ms[l->n++] = ms;
 }
 
-/* A request of a's failed: the first since its last answer starts its outage (and the
- * fleet's, if none did yet). */
-static void agent_failed(Agent *a) {
-        int64_t now = util_now_ms();
-        if (!a->registered || a->failed_at_ms || now < measure_from_ms)
-                return;
-        a->failed_at_ms = now;
-        if (!outage_at_ms)
-                outage_at_ms = now;
-}
-
 static void agent_answer(Agent *a, int status, const char *body, size_t len, double latency,
                          double wire_latency) {
         int64_t now = util_now_ms();
@@ -461,7 +464,7 @@ static void agent_answer(Agent *a, int status, const char *body, size_t len, dou
         }
         if (a->failed_at_ms && outage_at_ms) {
                 record_latency(&recovery, (double) (now - outage_at_ms));
-                record_latency(&silence_at_failure, (double) (a->failed_at_ms - a->last_answer_ms));
+                record_latency(&silence_at_failure, (double) a->spent_at_failure_ms);
         }
         a->failed_at_ms = 0;
         a->last_answer_ms = a->c.sent_ms;
