@@ -101,8 +101,9 @@ typedef struct Agent {
         bool ever_registered; /* counted in n_agents_up */
         int64_t version;
         int64_t last_answer_ms; /* send time of the last answered request: the lease start */
-        int64_t failed_at_ms; /* its first failed request since the last answer; 0: none */
-        int64_t spent_at_failure_ms; /* of its lease, then (a fence moves last_answer_ms) */
+        bool failed; /* a request failed since the last answer */
+        int64_t spent_at_failure_ms; /* of its lease at the first (a fence moves
+                                      * last_answer_ms later) */
         int64_t retry_at_ms;
         int64_t next_end_ms;
         bool dirty;
@@ -264,9 +265,9 @@ static json_int_t rank_step(const SimRank *r) {
  * fleet's, if none did yet). */
 static void agent_failed(Agent *a) {
         int64_t now = util_now_ms();
-        if (!a->registered || a->failed_at_ms || now < measure_from_ms)
+        if (!a->registered || a->failed || now < measure_from_ms)
                 return;
-        a->failed_at_ms = now;
+        a->failed = true;
         a->spent_at_failure_ms = now - a->last_answer_ms;
         if (!outage_at_ms)
                 outage_at_ms = now;
@@ -462,11 +463,11 @@ static void agent_answer(Agent *a, int status, const char *body, size_t len, dou
                 a->retry_at_ms = now + RETRY_MS / 2 + rand() % RETRY_MS;
                 return;
         }
-        if (a->failed_at_ms && outage_at_ms) {
+        if (a->failed) { /* the outage began with this failure or before it */
                 record_latency(&recovery, (double) (now - outage_at_ms));
                 record_latency(&silence_at_failure, (double) a->spent_at_failure_ms);
         }
-        a->failed_at_ms = 0;
+        a->failed = false;
         a->last_answer_ms = a->c.sent_ms;
         a->next_sync_ms = opt.no_hold ? a->c.sent_ms + 1000 : 0;
         json_error_t jerr;
