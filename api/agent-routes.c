@@ -41,12 +41,6 @@ static bool agent_turned_away(Api *api, Request *req, const char *why) {
  * the API users' reserve, and one agent (with its node's token) cannot take the fleet's.
  * Called once the node is known to be the token's.
  */
-static Connection *connection_of(struct MHD_Connection *con) {
-        const union MHD_ConnectionInfo *info =
-                MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        return info ? info->socket_context : NULL;
-}
-
 static bool agent_admitted(Api *api, Request *req, struct MHD_Connection *con, const char *node) {
         Connection *c = connection_of(con);
         if (!c || (c->node && strcmp(c->node, node) == 0))

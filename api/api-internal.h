@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "early-leases.h"
 #include "logproxy.h"
 #include "longpoll.h"
 #include "metrics.h"
@@ -81,6 +82,9 @@ struct Request {
         /* Answered once the turn that wrote for it commits (in Api.committing). */
         bool awaiting_commit;
         Request *next_waiting;
+        /* Suspended while the state loads, until api_serve (in Api.deferred). */
+        bool deferred;
+        Request *next_deferred;
         bool busy; /* turned away to keep the API users' reserve: the connection closes */
 };
 
@@ -101,11 +105,14 @@ typedef struct Connection {
          * in that node's count. NULL: no agent request yet. */
         char *node;
         SyncMemo *sync_memo; /* its last sync body, decoded, and where it was applied */
-        /* Adopted while the state loaded (Api.adopted): its idle clock waits for
-         * api_serve. */
-        struct MHD_Connection *mhd;
-        struct Connection *next_adopted;
+        bool renewed_early; /* a sync of it was answered while the state loaded */
 } Connection;
+
+static inline Connection *connection_of(struct MHD_Connection *con) {
+        const union MHD_ConnectionInfo *info =
+                MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return info ? info->socket_context : NULL;
+}
 
 struct Api {
         Controller *ctl;
@@ -115,7 +122,6 @@ struct Api {
         int ep; /* epoll of the shards' epoll fds: the loop waits on it */
         unsigned run_first; /* the shard api_run starts with, rotated: each accepts */
         unsigned sweep_first; /* the shard whose sweep comes first, rotated likewise */
-        unsigned adopt_next; /* the shard of the next connection adopted while loading */
         int proxy_ep; /* epoll of log streams' pipes, one-shot: wakes suspended streams */
         bool auth; /* bearer tokens required (ApiOptions) */
         int streams_per_user;
@@ -135,8 +141,29 @@ struct Api {
         unsigned agent_connections, agent_connection_limit;
         StrMap *agent_connections_of; /* node name -> connections counted for it */
         uint64_t agents_turned_away;
-        Connection *adopted; /* before api_serve: not timed out while the state loads */
+        /* While the state loads (api/loading.c): what agents may be answered from, the
+         * requests that wait for api_serve, and those that wait for its first commit
+         * (syncs of nodes whose leases were renewed meanwhile). */
+        int listen_fd;
+        unsigned connection_limit; /* of all shards together */
+        unsigned accept_next; /* the shard of the next connection accepted while loading */
+        EarlyLeases *early_leases;
+        Request *deferred, *deferred_renewed;
+        unsigned loading_connections;
+        uint64_t early_lease_answers;
 };
+
+/* While the state loads (api/loading.c). Accepts every connection waiting, up to the
+ * server's limit; false when it stopped for want of room (the limit, or descriptors)
+ * rather than of connections. */
+bool api_loading_accept(Api *api);
+/* A complete request: true when answered from the stored state (an agent's first sync
+ * on a connection; the answer is set), false when suspended until api_loading_resume. */
+bool api_loading_request(Api *api, Request *req, struct MHD_Connection *con, const char *method,
+                         const char *url);
+/* Resumes the suspended requests: api_serve those that came from agents whose leases
+ * were not renewed and from API users; after the first commit (renewed_too) the rest. */
+void api_loading_resume(Api *api, bool renewed_too);
 
 /* The answer, set by a handler and queued once its turn commits (request.c). */
 /* text: a malloc'd JSON body, taken over. */
@@ -152,6 +179,8 @@ const char *api_query(struct MHD_Connection *con, const char *key);
 int64_t api_query_int(struct MHD_Connection *con, const char *key, int64_t def);
 /* The body as a JSON object, or NULL with the 400 set. */
 json_t *api_parse_body(Request *req);
+/* The same, or NULL with nothing set (api/loading.c answers such a request later). */
+json_t *api_body_object(const Request *req);
 
 /* The agents' routes (agent-routes.c). */
 void api_handle_register(Api *api, Request *req, struct MHD_Connection *con);

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <poll.h>
 #include <stddef.h>
@@ -497,6 +498,11 @@ static void handle_metrics(Api *api, Request *req) {
                               "Admitted agent syncs' bodies: parsed, or the same bytes as the "
                               "connection's last one, whose decoding was kept.",
                               "decoded", (const char *[]){"parsed", "repeated"}, api->sync_reports);
+        metrics_write_header(f, "axctl_agent_syncs_answered_while_loading_total", "counter",
+                             "Agent syncs answered from the stored state while it loaded "
+                             "after a start, renewing the agents' leases.");
+        fprintf(f, "axctl_agent_syncs_answered_while_loading_total %llu\n",
+                (unsigned long long) api->early_lease_answers);
         metrics_write_header(f, "axctl_agent_connections", "gauge",
                              "Connections agents hold; they may hold up to "
                              "axctl_agent_connections_limit, the rest are kept for API users.");
@@ -604,16 +610,9 @@ static void on_connection(void *cls, struct MHD_Connection *con, void **socket_c
                           enum MHD_ConnectionNotificationCode code) {
         Api *api = cls;
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-                Connection *c = xcalloc(1, sizeof(Connection));
-                *socket_context = c;
-                if (!api->ctl) {
-                        /* Adopted while the state loads, which may take longer than the
-                         * idle timeout: its clock starts when serving does. */
-                        MHD_set_connection_option(con, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-                        c->mhd = con;
-                        c->next_adopted = api->adopted;
-                        api->adopted = c;
-                }
+                *socket_context = xcalloc(1, sizeof(Connection));
+                if (!api->ctl)
+                        api->loading_connections++;
                 return;
         }
         Connection *c = *socket_context;
@@ -861,6 +860,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         if (req->proxy)
                 return req->proxy_started ? MHD_YES : proxy_answer(api, req, con);
         req->api = api;
+        if (!api->ctl) /* the state loads */
+                return api_loading_request(api, req, con, method, url) ? queue_answer(con, req)
+                                                                       : MHD_YES;
         bool wait = route(api, req, con, method, url);
         if (req->proxy && !req->answer)
                 return proxy_answer(api, req, con);
@@ -948,6 +950,8 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
          * more, which the descriptors kept besides cover (API_FD_RESERVE, or half of
          * them under a small limit). */
         unsigned per_shard = (limit + API_SHARDS - 1) / API_SHARDS;
+        api->listen_fd = listen_fd;
+        api->connection_limit = limit;
         struct MHD_OptionItem items[] = {
                 {MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL}, /* first: set per shard below */
                 {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, api},
@@ -1010,24 +1014,15 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
 
 void api_serve(Api *api, Controller *ctl) {
         api->ctl = ctl;
-        /* From a timeout of 0, libmicrohttpd counts idle time from now. */
-        for (Connection *c = api->adopted; c; c = c->next_adopted)
-                MHD_set_connection_option(c->mhd, MHD_CONNECTION_OPTION_TIMEOUT,
-                                          API_CONNECTION_TIMEOUT_S);
-        api->adopted = NULL;
-}
-
-void api_adopt_connection(void *userdata, int fd, const struct sockaddr *addr, socklen_t len) {
-        Api *api = userdata;
-        struct MHD_Daemon *mhd = api->shard[api->adopt_next++ % API_SHARDS].mhd;
-        if (MHD_add_connection(mhd, fd, addr, len) != MHD_YES)
-                log_debug("http: a connection accepted while loading could not be served: %s",
-                          strerror(errno));
+        /* The agents renewed while it loaded wait for the first commit, if it has
+         * anything to read before them. */
+        api_loading_resume(api, !api->deferred);
 }
 
 Api *api_free(Api *api) {
         if (!api)
                 return NULL;
+        api_loading_resume(api, true);
         /* Suspended connections must be resumed before the daemon can stop (it aborts
          * otherwise): long-polls, and log streams waiting for their agent. Those
          * awaiting a commit are not suspended; stopping closes them. */
@@ -1078,6 +1073,38 @@ static void shards_run(Api *api) {
         for (unsigned k = 0; k < API_SHARDS; k++)
                 MHD_run(api->shard[(api->run_first + k) % API_SHARDS].mhd);
         api->run_first = (api->run_first + 1) % API_SHARDS;
+}
+
+/* How often a server without room looks whether connections closed. */
+#define ROOM_CHECK_MS 100
+
+/* api.h; the requests that come meanwhile: api/loading.c. */
+void api_serve_while_loading(Api *api, EarlyLeases *leases, int done_fd) {
+        api->early_leases = leases;
+        struct pollfd fds[3] = {{.fd = api->listen_fd, .events = POLLIN},
+                                {.fd = api->ep, .events = POLLIN},
+                                {.fd = done_fd, .events = POLLIN}};
+        bool room = true;
+        for (;;) {
+                /* libmicrohttpd's timeouts too: idle connections close meanwhile. */
+                int64_t timeout = api_timeout_ms(api);
+                if (!room && (timeout < 0 || timeout > ROOM_CHECK_MS))
+                        timeout = ROOM_CHECK_MS;
+                fds[0].fd = room ? api->listen_fd : -1; /* else it stays readable */
+                int n = poll(fds, 3, timeout < 0 || timeout > INT_MAX ? -1 : (int) timeout);
+                if (n < 0 && errno != EINTR)
+                        break;
+                if (fds[2].revents)
+                        break;
+                room = api_loading_accept(api);
+                if (n == 0 || fds[1].revents)
+                        shards_run(api);
+        }
+        api->early_leases = NULL; /* the caller's, freed after this */
+        if (api->loading_connections > 0)
+                log_info("%u connections came while the state loaded; %llu agents' leases "
+                         "renewed meanwhile",
+                         api->loading_connections, (unsigned long long) api->early_lease_answers);
 }
 
 void api_streams_run(Api *api) {
@@ -1216,6 +1243,10 @@ void api_after_commit(Api *api) {
                 answered[r->shard] = true;
         }
         api->committing = NULL;
+        /* After a restart's first commit, the next turn reads the syncs of the agents
+         * whose leases were renewed while the state loaded. */
+        if (api->deferred_renewed)
+                api_loading_resume(api, true);
         /* Send the answers now rather than on the next wake-up: a run calls the handlers,
          * which queue them, and libmicrohttpd writes a queued answer on its next run. */
         for (unsigned i = 0; i < API_SHARDS; i++)

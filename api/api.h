@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "controller.h"
+#include "early-leases.h"
 
 typedef struct Api Api;
 
@@ -26,12 +27,16 @@ typedef struct ApiOptions {
 #define API_DEFAULT_LOG_STREAMS_PER_USER 8
 
 /* Serves on listen_fd (already bound and listening; the Api owns it) once api_serve
- * names the controller: connections may be adopted before. 0 or -errno. */
+ * names the controller. 0 or -errno. */
 int api_new(int listen_fd, const ApiOptions *opts, Api **ret);
+/*
+ * While the state loads on another thread (api/loading.c): serves until done_fd is
+ * readable, answering agents' first syncs from leases (daemon/early-leases.h; NULL:
+ * none) and holding every other request until api_serve.
+ */
+void api_serve_while_loading(Api *api, EarlyLeases *leases, int done_fd);
 /* The controller whose requests the Api answers, once its state is loaded. */
 void api_serve(Api *api, Controller *ctl);
-/* Serves a connection accepted elsewhere (early-accept.h); owns fd, closes it on failure. */
-void api_adopt_connection(void *api, int fd, const struct sockaddr *addr, socklen_t len);
 Api *api_free(Api *api);
 /* Log streams (GET /v1/jobs/{id}/logs): an fd to watch, and what to call when it is
  * readable (a stream has data for its suspended client). */

@@ -99,6 +99,18 @@ static bool json_depth_ok(const char *text, size_t len, int max) {
         return true;
 }
 
+json_t *api_body_object(const Request *req) {
+        if (!req->body || req->too_large || !json_depth_ok(req->body, req->len, API_MAX_JSON_DEPTH))
+                return NULL;
+        json_error_t jerr;
+        json_t *j = json_loadb(req->body, req->len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_object(j)) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
+}
+
 json_t *api_parse_body(Request *req) {
         if (!req->body || req->len == 0) {
                 request_set_error(req, 400, "bad_json", NULL, "the request needs a JSON body");

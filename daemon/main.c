@@ -10,15 +10,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -27,8 +28,8 @@
 
 #include "api.h"
 #include "config.h"
-#include "early-accept.h"
 #include "controller.h"
+#include "early-leases.h"
 #include "leadership.h"
 #include "log.h"
 #include "tokens.h"
@@ -487,6 +488,51 @@ static int read_tls(const Settings *settings, char **ret_cert, char **ret_key) {
         return 0;
 }
 
+typedef struct StateLoad {
+        const CtlConfig *cfg;
+        Store *store;
+        Controller *ctl;
+        int r;
+        int done_fd; /* an eventfd, written when the load is over */
+} StateLoad;
+
+/* Below the HTTP server's priority, on a core they share: the agents' answers first. */
+#define LOAD_NICE 10
+
+static void *state_load_run(void *p) {
+        StateLoad *l = p;
+        /* Only this thread's (and the threads it starts): it ends with the load, so
+         * nothing has to raise the priority again, which needs a privilege. */
+        (void) setpriority(PRIO_PROCESS, (id_t) gettid(), LOAD_NICE);
+        l->r = ctl_new_on(l->cfg, l->store, &l->ctl);
+        uint64_t one = 1;
+        (void) !write(l->done_fd, &one, sizeof(one));
+        return NULL;
+}
+
+/*
+ * Loads the state on a thread of its own while this one serves HTTP (api/loading.c):
+ * connections are accepted as they come rather than left to the kernel's backlog, and
+ * agents' first syncs are answered from leases (early-leases.h), renewing their leases
+ * before the load and the first turn (two seconds at 10,000 nodes) are over.
+ */
+static int load_state(const CtlConfig *cfg, Store *store, Api *api, EarlyLeases *leases,
+                      Controller **ret) {
+        StateLoad l = {.cfg = cfg, .store = store, .done_fd = eventfd(0, EFD_CLOEXEC)};
+        pthread_t thread;
+        if (l.done_fd < 0 || pthread_create(&thread, NULL, state_load_run, &l) != 0) {
+                log_warning("cannot serve while the state loads: connections wait for it");
+                if (l.done_fd >= 0)
+                        close(l.done_fd);
+                return ctl_new_on(cfg, store, ret);
+        }
+        api_serve_while_loading(api, leases, l.done_fd);
+        pthread_join(thread, NULL);
+        close(l.done_fd);
+        *ret = l.ctl;
+        return l.r;
+}
+
 /*
  * The listening socket: systemd's (socket activation, axctld.socket: clients that
  * connect while the controller restarts wait in its backlog instead of being refused;
@@ -695,17 +741,13 @@ int main(int argc, char **argv) {
                 close(lfd);
                 return cert_pem ? 2 : 1;
         }
-        /* Connections that come while the state loads are accepted meanwhile (half the
-         * descriptors at most) and set up for the HTTP server, which runs once the load
-         * is over; without that thread they wait in the kernel's backlog. */
-        struct rlimit nofile = {.rlim_cur = 1024};
-        (void) getrlimit(RLIMIT_NOFILE, &nofile);
-        int early_max = nofile.rlim_cur / 2 < INT_MAX ? (int) (nofile.rlim_cur / 2) : INT_MAX;
-        EarlyAccept *early = NULL;
-        if (early_accept_start(lfd, early_max, api_adopt_connection, api, &early) < 0)
-                early = NULL;
-        r = ctl_new_on(&cfg, store, &ctl);
-        early_accept_finish(early);
+        /* A leader answers from the stored state only while its leadership is sure. */
+        EarlyLeases *leases = NULL;
+        if (early_leases_load(store, settings.auth, cfg.lease_ms, cfg.sync_period_ms,
+                              settings.leader_elect ? lead.valid_until_ms : 0, &leases) < 0)
+                log_warning("cannot read the stored nodes: agents wait for the state to load");
+        r = load_state(&cfg, store, api, leases, &ctl);
+        leases = early_leases_free(leases);
         if (r < 0) {
                 log_error("cannot load state database %s: %s", db_name, strerror(-r));
                 api_free(api);

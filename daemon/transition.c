@@ -208,6 +208,11 @@ void tr_node_restore(Node *node, const char *stored) {
                 node->state = NODE_DOWN;
 }
 
+bool tr_node_stored_keeps_lease(const char *stored) {
+        NodeState s = node_state_from_string(stored);
+        return s != NODE_DOWN && s != _NODE_STATE_INVALID;
+}
+
 void tr_attempt_restore(Attempt *a, const char *stored_end_reason) {
         a->end_reason =
                 stored_end_reason ? end_reason_from_string(stored_end_reason) : _END_REASON_INVALID;

@@ -72,6 +72,9 @@ void tr_node_created(Turn *t, Node *node);
 void tr_job_restore(Job *job, const char *stored);
 void tr_rank_restore(Rank *r, const char *stored, bool alive);
 void tr_node_restore(Node *node, const char *stored);
+/* Whether a node stored in that state keeps a lease when the state loads: all but one
+ * down (which an unknown state is taken for, as tr_node_restore does). */
+bool tr_node_stored_keeps_lease(const char *stored);
 void tr_attempt_restore(Attempt *a, const char *stored_end_reason);
 
 /* The tables: whether a state may follow another (the same state always may). */

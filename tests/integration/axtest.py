@@ -1066,6 +1066,49 @@ def create_token(db, *args):
     return p.stdout.strip()
 
 
+def restart_loading(test, c, descriptors=None, jobs=120000, job=None, prepare=None):
+    """Stops c's controller and starts another, with c's arguments, on c's database grown
+    to `jobs` queued jobs, copies of job (one submitted here if None): most of a second
+    to load. It serves on a listening socket with a backlog of 16 handed over as systemd
+    would: without anyone accepting, the 18th connection would wait for a SYN
+    retransmit. With descriptors, that is its descriptor limit; prepare(db) may change the
+    database (sqlite3) before it starts. Returns its process, its port and its stderr's
+    path."""
+    job = job or c.submit({"command": ["true"], "ranks": 1})
+    c.controller.terminate()
+    db = sqlite3.connect(c.db)
+    rows = db.execute("SELECT name, project, user, priority, spec, created_ms FROM job"
+                      " WHERE id = ?", (job["id"],)).fetchone()
+    db.executemany("INSERT INTO job (id, name, project, user, priority, spec, state,"
+                   " attempt, restarts, reason, created_ms, queued_ms)"
+                   " VALUES (?,?,?,?,?,?,'pending',0,0,'',?,?)",
+                   ((i,) + rows + (rows[-1],) for i in range(job["id"] + 1, jobs + 1)))
+    if prepare:
+        prepare(db)
+    db.commit()
+    db.close()
+    listener = socket.socket()
+    test.addCleanup(listener.close)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    stderr = os.path.join(c.tmp, "loading.stderr")
+    log = open(stderr, "wb")
+    test.addCleanup(log.close)
+    as_fd_3 = ("import os, sys; os.dup2(int(sys.argv[1]), 3);"
+               " os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1');"
+               " os.execv(sys.argv[2], sys.argv[2:])")
+    limit = ["prlimit", "--nofile=%d:%d" % (descriptors, descriptors), "--"] \
+        if descriptors else []
+    proc = subprocess.Popen(
+        limit + [sys.executable, "-c", as_fd_3, str(listener.fileno()), AXCTLD,
+                 "--db", c.db] + c.controller_args,
+        stdout=subprocess.DEVNULL, stderr=log, pass_fds=(listener.fileno(),), env=c.env)
+    test.addCleanup(lambda: (proc.kill(), proc.wait()))
+    listener.close()
+    return proc, port, stderr
+
+
 def missing_binaries(names=("AXCTLD", "AXAGENT", "AXCTL", "AXWORK")):
     paths = {"AXCTLD": AXCTLD, "AXAGENT": AXAGENT, "AXCTL": AXCTL, "AXWORK": AXWORK}
     return [n + "=" + paths[n] for n in names if not os.access(paths[n], os.X_OK)]

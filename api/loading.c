@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTP server while a restarted controller loads its state (about a second at
+ * 10,000 nodes and 100,000 jobs, on another thread): the reconnecting fleet's
+ * connections are accepted and its requests read as they come, not left to the kernel's
+ * listen backlog. An agent's first sync is answered from the stored state where it
+ * allows (daemon/early-leases.h), which renews the agent's lease; every other request
+ * waits, suspended, until serving starts (api_serve).
+ */
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api-internal.h"
+#include "util.h"
+#include "wire.h"
+
+/*
+ * The reconnecting fleet comes within a fraction of a second, faster than its requests
+ * are answered, and a connection that finds the listen backlog full waits a second or
+ * more for its SYN to be sent again: so every waiting connection is accepted before any
+ * request is read.
+ */
+bool api_loading_accept(Api *api) {
+        unsigned open = 0;
+        for (unsigned i = 0; i < API_SHARDS; i++) {
+                const union MHD_DaemonInfo *info =
+                        MHD_get_daemon_info(api->shard[i].mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+                open += info ? info->num_connections : 0;
+        }
+        while (open < api->connection_limit) {
+                struct sockaddr_storage addr;
+                socklen_t len = sizeof(addr);
+                int fd = accept4(api->listen_fd, (struct sockaddr *) &addr, &len,
+                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+                        continue;
+                if (fd < 0)
+                        return errno == EAGAIN || errno == EWOULDBLOCK;
+                struct MHD_Daemon *mhd = api->shard[api->accept_next++ % API_SHARDS].mhd;
+                if (MHD_add_connection(mhd, fd, (struct sockaddr *) &addr, len) == MHD_YES)
+                        open++;
+        }
+        return false;
+}
+
+/* A sync's answer from the stored state (early-leases.h), or NULL; *ret_renewed as
+ * early_leases_answer's. */
+static char *early_sync_answer(Api *api, Request *req, struct MHD_Connection *con,
+                               bool *ret_renewed) {
+        int64_t version = api_query_int(con, "version", -1);
+        const char *auth = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+        const char *token = auth && strncasecmp(auth, "Bearer ", 7) == 0 ? auth + 7 : NULL;
+        *ret_renewed = false;
+        if (version < 0 || !early_leases_admits(api->early_leases, token))
+                return NULL; /* before the body is parsed: a stranger costs a hash */
+        json_t *j = api_body_object(req);
+        WireSync msg = {0};
+        JsonError err = {0};
+        char *answer = NULL;
+        if (j && wire_sync_parse(j, &msg, &err) == 0)
+                answer = early_leases_answer(
+                        api->early_leases, token, &msg, (uint64_t) version,
+                        wire_accepts(api_query(con, "accept"), WIRE_ACCEPT_UNCHANGED), ret_renewed);
+        wire_sync_clear(&msg);
+        json_decref(j);
+        return answer;
+}
+
+bool api_loading_request(Api *api, Request *req, struct MHD_Connection *con, const char *method,
+                         const char *url) {
+        bool path_known;
+        Connection *c = connection_of(con);
+        bool renewed = c && c->renewed_early;
+        char *answer = c && !c->renewed_early &&
+                                       api_route_find(method, url, &path_known, NULL, 0) ==
+                                               ROUTE_AGENT_SYNC
+                               ? early_sync_answer(api, req, con, &renewed)
+                               : NULL;
+        if (answer) {
+                c->renewed_early = true;
+                api->early_lease_answers++;
+                req->route = ROUTE_AGENT_SYNC;
+                request_set_answer_text(req, 200, answer);
+                return true;
+        }
+        /* What the load's end must answer first: not a sync of a node renewed here. */
+        req->deferred = true;
+        Request **list = renewed ? &api->deferred_renewed : &api->deferred;
+        req->next_deferred = *list;
+        *list = req;
+        MHD_suspend_connection(con);
+        return false;
+}
+
+static void resume_list(Request **list) {
+        for (Request *r = *list, *next; r; r = next) {
+                next = r->next_deferred;
+                r->deferred = false;
+                r->next_deferred = NULL;
+                MHD_resume_connection(r->connection);
+        }
+        *list = NULL;
+}
+
+void api_loading_resume(Api *api, bool renewed_too) {
+        resume_list(&api->deferred);
+        if (renewed_too)
+                resume_list(&api->deferred_renewed);
+}

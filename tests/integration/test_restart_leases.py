@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Issue 13's restart: a restarted controller answers each stored agent's first sync from
+the database while the rest of its state loads (daemon/early-leases.h), so that the
+agents' leases are renewed before the load and the first turn are over. Only what the
+database holds as committed is answered so: the node keeps a lease, and the agent, its
+boot, its desired-state version and its token are the stored ones; everything else, and
+the next sync on a connection answered so, waits for the loaded controller. Tried with
+the requests a careless or hostile agent would send, with authentication on."""
+
+import http.client
+import json
+import re
+import unittest
+
+import axtest
+
+token = axtest.create_token
+
+
+def sync_path(version, accept="unchanged"):
+    return "/v1/agent/sync?wait_ms=0&version=%d&accept=%s" % (version, accept)
+
+
+class RestartLeasesTest(axtest.ClusterTestCase):
+    def setUp(self):
+        self.c = axtest.Cluster(0, controller_args=["--auth"], name=self._testMethodName)
+        self.addCleanup(self._finish_cluster, self.c)
+        db = self.c.db
+        self.tokens = {n: token(db, "--name", n + "-agent", "--role", "agent", "--node", n)
+                       for n in ("n1", "n2", "n3")}
+        self.c.token = token(db, "--name", "root", "--role", "admin")
+        self.c.start_controller()
+
+    def connect(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        self.addCleanup(conn.close)
+        return conn
+
+    def send(self, conn, node, path, body, who=None):
+        conn.request("POST", path, json.dumps(body),
+                     {"Content-Type": "application/json",
+                      "Authorization": "Bearer " + self.tokens[who or node]})
+
+    def answer(self, conn):
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"{}")
+
+    def sync_body(self, node, boot="boot-1"):
+        return {"node": node, "boot_id": boot, "agent_id": "agent-" + node, "ranks": [],
+                "checkpoints": [], "health": {"healthy": True, "reason": ""}}
+
+    def log(self):
+        with open(self.stderr) as f:
+            return f.read()
+
+    def loaded(self):
+        return "connections came while the state loaded" in self.log()
+
+    def test_first_syncs_are_answered_from_the_database_while_it_loads(self):
+        c = self.c
+        self.port = c.port
+        # A job that fits no node: nothing is placed, so no desired state changes after
+        # the versions below are read.
+        job = c.submit({"command": ["true"], "ranks": 1, "resources": {"cpus": 64}})
+        versions = {}
+        for node in ("n1", "n2", "n3"):
+            conn = self.connect()
+            self.send(conn, node, "/v1/agent/register",
+                      {"node": node, "address": "127.0.0.1:9", "boot_id": "boot-1",
+                       "agent_id": "agent-" + node, "inventory": {"cpus": 8}})
+            self.assertEqual(self.answer(conn)[0], 200)
+            self.send(conn, node, sync_path(0), self.sync_body(node))
+            status, ans = self.answer(conn)
+            self.assertEqual(status, 200, ans)
+            versions[node] = ans["version"]
+        # n3 was declared lost before the restart: it keeps no lease.
+        proc, self.port, self.stderr = axtest.restart_loading(
+            self, c, job=job, jobs=120000 + job["id"],
+            prepare=lambda db: db.execute("UPDATE node SET state = 'down' WHERE name = 'n3'"))
+        axtest.wait_for(lambda: "serving up to" in self.log(), 30,
+                        "the HTTP server to start", interval=0.005)
+
+        # What must wait for the loaded controller, each on its own connection.
+        waiting = {}
+        for what, node, path, body, who in (
+                ("another boot", "n2", sync_path(versions["n2"]),
+                 self.sync_body("n2", boot="boot-2"), None),
+                ("another agent", "n2", sync_path(versions["n2"]),
+                 dict(self.sync_body("n2"), agent_id="intruder"), None),
+                ("another node's token", "n2", sync_path(versions["n2"]),
+                 self.sync_body("n2"), "n1"),
+                ("an older version", "n2", sync_path(versions["n2"] - 1),
+                 self.sync_body("n2"), None),
+                ("no short answer", "n2", sync_path(versions["n2"], accept=""),
+                 self.sync_body("n2"), None),
+                ("a node down", "n3", sync_path(versions["n3"]), self.sync_body("n3"), None)):
+            conn = self.connect()
+            self.send(conn, node, path, body, who)
+            waiting[what] = conn
+
+        # The agent that the database knows, as it knows it: answered while it loads.
+        conn = self.connect()
+        self.send(conn, "n1", sync_path(versions["n1"]), self.sync_body("n1"))
+        status, ans = self.answer(conn)
+        self.assertFalse(self.loaded(), "the load was over before the first answer")
+        self.assertEqual(status, 200, ans)
+        self.assertEqual(ans.get("unchanged"), True, ans)
+        self.assertEqual(ans["version"], versions["n1"])
+        self.assertGreater(ans["lease_ms"], 0)
+        self.assertNotIn("ranks", ans)
+        # Its next sync on that connection waits: no agent polls in a loop meanwhile.
+        self.send(conn, "n1", sync_path(versions["n1"]), self.sync_body("n1"))
+        waiting["the next sync"] = conn
+
+        for what, conn in waiting.items():
+            status, ans = self.answer(conn)
+            self.assertTrue(self.loaded(), "%s was answered before the state loaded: %s %s"
+                            % (what, status, ans))
+        found = re.search(r"(\d+) agents' leases renewed meanwhile", self.log())
+        self.assertIsNotNone(found, self.log())
+        self.assertEqual(int(found.group(1)), 1)
+        conn = self.connect()
+        conn.request("GET", "/metrics", headers={"Authorization": "Bearer " + c.token})
+        metrics = conn.getresponse().read().decode()
+        self.assertRegex(metrics, r"(?m)^axctl_agent_syncs_answered_while_loading_total 1$")
+        self.assertNotIn("aborting", self.log())
+        self.assertIsNone(proc.poll(), "the controller exited")
+
+
+if __name__ == "__main__":
+    unittest.main()
