@@ -82,8 +82,7 @@ struct Request {
         /* Answered once the turn that wrote for it commits (in Api.committing). */
         bool awaiting_commit;
         Request *next_waiting;
-        /* Suspended while the state loads, until api_serve (in Api.deferred). */
-        bool deferred;
+        /* Suspended while the state loads, in Api.deferred or deferred_renewed. */
         Request *next_deferred;
         bool busy; /* turned away to keep the API users' reserve: the connection closes */
 };
@@ -145,8 +144,7 @@ struct Api {
          * requests that wait for api_serve, and those that wait for its first commit
          * (syncs of nodes whose leases were renewed meanwhile). */
         int listen_fd;
-        unsigned connection_limit; /* of all shards together */
-        unsigned accept_next; /* the shard of the next connection accepted while loading */
+        unsigned shard_connection_limit; /* of each shard */
         EarlyLeases *early_leases;
         Request *deferred, *deferred_renewed;
         unsigned loading_connections;

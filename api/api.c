@@ -951,7 +951,7 @@ int api_new(int listen_fd, const ApiOptions *opts, Api **ret) {
          * them under a small limit). */
         unsigned per_shard = (limit + API_SHARDS - 1) / API_SHARDS;
         api->listen_fd = listen_fd;
-        api->connection_limit = limit;
+        api->shard_connection_limit = per_shard;
         struct MHD_OptionItem items[] = {
                 {MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL}, /* first: set per shard below */
                 {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t) on_completed, api},

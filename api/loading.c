@@ -22,13 +22,20 @@
  * request is read.
  */
 bool api_loading_accept(Api *api) {
-        unsigned open = 0;
+        unsigned open[API_SHARDS];
         for (unsigned i = 0; i < API_SHARDS; i++) {
                 const union MHD_DaemonInfo *info =
                         MHD_get_daemon_info(api->shard[i].mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-                open += info ? info->num_connections : 0;
+                open[i] = info ? info->num_connections : 0;
         }
-        while (open < api->connection_limit) {
+        for (;;) {
+                /* The shard with the fewest: one at its limit would close the connection. */
+                unsigned least = 0;
+                for (unsigned i = 1; i < API_SHARDS; i++)
+                        if (open[i] < open[least])
+                                least = i;
+                if (open[least] >= api->shard_connection_limit)
+                        return false;
                 struct sockaddr_storage addr;
                 socklen_t len = sizeof(addr);
                 int fd = accept4(api->listen_fd, (struct sockaddr *) &addr, &len,
@@ -37,11 +44,11 @@ bool api_loading_accept(Api *api) {
                         continue;
                 if (fd < 0)
                         return errno == EAGAIN || errno == EWOULDBLOCK;
-                struct MHD_Daemon *mhd = api->shard[api->accept_next++ % API_SHARDS].mhd;
-                if (MHD_add_connection(mhd, fd, (struct sockaddr *) &addr, len) == MHD_YES)
-                        open++;
+                if (MHD_add_connection(api->shard[least].mhd, fd, (struct sockaddr *) &addr, len) !=
+                    MHD_YES)
+                        return false; /* it closed fd: no memory, say; look again later */
+                open[least]++;
         }
-        return false;
 }
 
 /* A sync's answer from the stored state (early-leases.h), or NULL; *ret_renewed as
@@ -85,7 +92,6 @@ bool api_loading_request(Api *api, Request *req, struct MHD_Connection *con, con
                 return true;
         }
         /* What the load's end must answer first: not a sync of a node renewed here. */
-        req->deferred = true;
         Request **list = renewed ? &api->deferred_renewed : &api->deferred;
         req->next_deferred = *list;
         *list = req;
@@ -96,7 +102,6 @@ bool api_loading_request(Api *api, Request *req, struct MHD_Connection *con, con
 static void resume_list(Request **list) {
         for (Request *r = *list, *next; r; r = next) {
                 next = r->next_deferred;
-                r->deferred = false;
                 r->next_deferred = NULL;
                 MHD_resume_connection(r->connection);
         }

@@ -501,8 +501,10 @@ typedef struct StateLoad {
 
 static void *state_load_run(void *p) {
         StateLoad *l = p;
-        /* Only this thread's (and the threads it starts): it ends with the load, so
-         * nothing has to raise the priority again, which needs a privilege. */
+        /* Only this thread's and the threads it starts (the spec parsers, and the
+         * store's checkpointer should the load's writes start it): it ends with the load,
+         * so nothing has to raise the priority again, which needs a privilege. A
+         * checkpointer started here keeps it, which a thread in the background can. */
         (void) setpriority(PRIO_PROCESS, (id_t) gettid(), LOAD_NICE);
         l->r = ctl_new_on(l->cfg, l->store, &l->ctl);
         uint64_t one = 1;
