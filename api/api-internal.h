@@ -175,6 +175,8 @@ void request_set_unavailable(Request *req, const char *why);
 void request_set_forbidden(Request *req, const char *what);
 const char *api_query(struct MHD_Connection *con, const char *key);
 int64_t api_query_int(struct MHD_Connection *con, const char *key, int64_t def);
+/* The request's bearer token (Authorization: Bearer ...), or NULL when it has none. */
+const char *api_bearer_token(struct MHD_Connection *con);
 /* The body as a JSON object, or NULL with the 400 set. */
 json_t *api_parse_body(Request *req);
 /* The same, or NULL with nothing set (api/loading.c answers such a request later). */

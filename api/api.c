@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -581,14 +580,14 @@ static bool role_allowed(TokenRole role, ApiRoute r) {
 
 /* Sets req->who from the bearer token; false (with the answer set) when refused. */
 static bool authenticate(Api *api, Request *req, struct MHD_Connection *con, ApiRoute r) {
-        const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
-        if (!h || strncasecmp(h, "Bearer ", 7) != 0 || !h[7]) {
+        const char *token = api_bearer_token(con);
+        if (!token) {
                 request_set_error(
                         req, 401, "unauthorized", NULL,
                         "this controller needs a bearer token (Authorization: Bearer ...)");
                 return false;
         }
-        int k = ctl_token_identify(api->ctl, h + 7, &req->who);
+        int k = ctl_token_identify(api->ctl, token, &req->who);
         if (k == -EACCES) {
                 request_set_error(req, 401, "unauthorized", NULL, "unknown or revoked token");
                 return false;

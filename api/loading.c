@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <strings.h>
 
 #include "api-internal.h"
 #include "util.h"
@@ -56,8 +55,7 @@ bool api_loading_accept(Api *api) {
 static char *early_sync_answer(Api *api, Request *req, struct MHD_Connection *con,
                                bool *ret_renewed) {
         int64_t version = api_query_int(con, "version", -1);
-        const char *auth = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
-        const char *token = auth && strncasecmp(auth, "Bearer ", 7) == 0 ? auth + 7 : NULL;
+        const char *token = api_bearer_token(con);
         *ret_renewed = false;
         if (version < 0 || !early_leases_admits(api->early_leases, token))
                 return NULL; /* before the body is parsed: a stranger costs a hash */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api-internal.h"
 #include "util.h"
@@ -99,44 +100,48 @@ static bool json_depth_ok(const char *text, size_t len, int max) {
         return true;
 }
 
-json_t *api_body_object(const Request *req) {
-        if (!req->body || req->too_large || !json_depth_ok(req->body, req->len, API_MAX_JSON_DEPTH))
-                return NULL;
-        json_error_t jerr;
-        json_t *j = json_loadb(req->body, req->len, JSON_REJECT_DUPLICATES, &jerr);
-        if (!json_is_object(j)) {
-                json_decref(j);
-                return NULL;
-        }
-        return j;
-}
-
-json_t *api_parse_body(Request *req) {
+/* The body as a JSON object, or NULL with why it is not one in why[size]. */
+static json_t *body_object(const Request *req, char *why, size_t size) {
         if (!req->body || req->len == 0) {
-                request_set_error(req, 400, "bad_json", NULL, "the request needs a JSON body");
+                snprintf(why, size, "the request needs a JSON body");
                 return NULL;
         }
         if (!json_depth_ok(req->body, req->len, API_MAX_JSON_DEPTH)) {
-                request_set_error(req, 400, "bad_json", NULL,
-                                  "the JSON nests deeper than 32 levels");
+                snprintf(why, size, "the JSON nests deeper than 32 levels");
                 return NULL;
         }
         json_error_t jerr;
         json_t *j = json_loadb(req->body, req->len, JSON_REJECT_DUPLICATES, &jerr);
         if (!j) {
-                char msg[300];
-                snprintf(msg, sizeof(msg), "malformed JSON at line %d column %d: %s", jerr.line,
+                snprintf(why, size, "malformed JSON at line %d column %d: %s", jerr.line,
                          jerr.column, jerr.text);
-                request_set_error(req, 400, "bad_json", NULL, msg);
                 return NULL;
         }
         /* jansson limits nesting to 2048; a JSON object is all we ever take. */
         if (!json_is_object(j)) {
                 json_decref(j);
-                request_set_error(req, 400, "bad_json", NULL, "the body must be a JSON object");
+                snprintf(why, size, "the body must be a JSON object");
                 return NULL;
         }
         return j;
+}
+
+json_t *api_body_object(const Request *req) {
+        char why[300];
+        return req->too_large ? NULL : body_object(req, why, sizeof(why));
+}
+
+json_t *api_parse_body(Request *req) {
+        char why[300];
+        json_t *j = body_object(req, why, sizeof(why));
+        if (!j)
+                request_set_error(req, 400, "bad_json", NULL, why);
+        return j;
+}
+
+const char *api_bearer_token(struct MHD_Connection *con) {
+        const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+        return h && strncasecmp(h, "Bearer ", 7) == 0 && h[7] ? h + 7 : NULL;
 }
 
 void request_set_forbidden(Request *req, const char *what) {
