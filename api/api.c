@@ -41,11 +41,6 @@ extern const char api_ui_index_html[], api_ui_app_js[], api_ui_app_css[];
 #define API_FD_RESERVE 256
 /* Rank logs streamed at once, whoever asks (each holds a descriptor to its agent). */
 #define API_MAX_STREAMS 1024
-/* Per connection: request line, headers and the chunk of a body being read (bodies go
- * to their own buffer), and the answer's headers. libmicrohttpd clears it for every
- * request, so with ten thousand agents its size is CPU and memory; 8 KiB saved 80 MB at
- * 10,000 nodes but refused a browser's 4 KiB of cookies (kept twice), so 16. */
-#define API_CONNECTION_MEMORY (16 * 1024)
 /* How long a connection may be idle (api_new says why). */
 #define API_CONNECTION_TIMEOUT_S 30u
 /* Connections agents can never take, so that API users are served beside any fleet: a
@@ -1095,6 +1090,15 @@ static bool shards_run_accepting(Api *api) {
 /* api.h; the requests that come meanwhile: api/loading.c. */
 void api_serve_while_loading(Api *api, EarlyLeases *leases, int done_fd) {
         api->early_leases = leases;
+        /* The fleet's connections come at once: their memory is faulted in just ahead of
+         * them (api/loading.c), in about 90 ms at 10,000 nodes instead of half a second or
+         * more of single faults on the core the load needs (docs/PERFORMANCE.md,
+         * "2026-11-29 (evening)"). */
+        size_t expected = early_leases_nodes(leases);
+        if (expected > (size_t) api->shard_connection_limit * API_SHARDS)
+                expected = (size_t) api->shard_connection_limit * API_SHARDS;
+        api->loading_reserve = heap_reserve(expected * API_LOADING_CONNECTION_BYTES);
+        api_loading_populate(api);
         struct pollfd fds[3] = {{.fd = api->listen_fd, .events = POLLIN},
                                 {.fd = api->ep, .events = POLLIN},
                                 {.fd = done_fd, .events = POLLIN}};
@@ -1114,6 +1118,8 @@ void api_serve_while_loading(Api *api, EarlyLeases *leases, int done_fd) {
                                                 : api_loading_accept(api);
         }
         api->early_leases = NULL; /* the caller's, freed after this */
+        heap_reserve_release(api->loading_reserve);
+        api->loading_reserve = NULL;
         if (api->loading_connections > 0)
                 log_info("%u connections came while the state loaded; %llu agents' leases "
                          "renewed meanwhile",

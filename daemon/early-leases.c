@@ -78,6 +78,10 @@ int early_leases_load(Store *store, bool auth, int64_t lease_ms, int64_t sync_pe
         return 0;
 }
 
+size_t early_leases_nodes(const EarlyLeases *el) {
+        return el ? el->n_claims : 0;
+}
+
 EarlyLeases *early_leases_free(EarlyLeases *el) {
         if (!el)
                 return NULL;

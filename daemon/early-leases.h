@@ -33,6 +33,8 @@ typedef struct EarlyLeases EarlyLeases;
 int early_leases_load(Store *store, bool auth, int64_t lease_ms, int64_t sync_period_ms,
                       int64_t until_ms, EarlyLeases **ret);
 EarlyLeases *early_leases_free(EarlyLeases *el);
+/* How many nodes keep a lease: the agents expected to reconnect. */
+size_t early_leases_nodes(const EarlyLeases *el);
 /* Whether a request with bearer token (NULL: none) may be answered here at all: always
  * without auth, else with a valid agent token. Cheap: checked before a body is parsed. */
 bool early_leases_admits(const EarlyLeases *el, const char *token);
