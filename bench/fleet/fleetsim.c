@@ -104,6 +104,8 @@ typedef struct Agent {
         bool failed; /* a request failed since the last answer */
         int64_t spent_at_failure_ms; /* of its lease at the first (a fence moves
                                       * last_answer_ms later) */
+        int64_t failed_at_ms; /* the first */
+        int failures; /* requests failed since the last answer */
         int64_t retry_at_ms;
         int64_t next_end_ms;
         bool dirty;
@@ -265,9 +267,13 @@ static json_int_t rank_step(const SimRank *r) {
  * fleet's, if none did yet). */
 static void agent_failed(Agent *a) {
         int64_t now = util_now_ms();
-        if (!a->registered || a->failed || now < measure_from_ms)
+        if (!a->registered || now < measure_from_ms)
+                return;
+        a->failures++;
+        if (a->failed)
                 return;
         a->failed = true;
+        a->failed_at_ms = now;
         a->spent_at_failure_ms = now - a->last_answer_ms;
         if (!outage_at_ms)
                 outage_at_ms = now;
@@ -445,6 +451,33 @@ static void record_latency(Latencies *l, double ms) {
         l->ms[l->n++] = ms;
 }
 
+/* The recovered agents that were silent longest, for the report's restart_tail: who
+ * sets the longest silence of a restart. */
+typedef struct TailAgent {
+        int64_t silence_ms, spent_ms, failed_ms, answered_ms; /* the last two after the outage */
+        int failures;
+        bool unchanged; /* answered with the short answer */
+} TailAgent;
+#define TAIL 5
+static TailAgent tail[TAIL];
+
+static void tail_note(const Agent *a, int64_t now, const char *body, size_t len) {
+        TailAgent t = {.silence_ms = now - a->last_answer_ms,
+                       .spent_ms = a->spent_at_failure_ms,
+                       .failed_ms = a->failed_at_ms - outage_at_ms,
+                       .answered_ms = now - outage_at_ms,
+                       .failures = a->failures,
+                       .unchanged = body && memmem(body, len, "\"unchanged\":true", 16) != NULL};
+        int i = TAIL;
+        while (i > 0 && tail[i - 1].silence_ms < t.silence_ms) {
+                if (i < TAIL)
+                        tail[i] = tail[i - 1];
+                i--;
+        }
+        if (i < TAIL)
+                tail[i] = t;
+}
+
 static void agent_answer(Agent *a, int status, const char *body, size_t len, double latency,
                          double wire_latency) {
         int64_t now = util_now_ms();
@@ -466,8 +499,10 @@ static void agent_answer(Agent *a, int status, const char *body, size_t len, dou
         if (a->failed) { /* the outage began with this failure or before it */
                 record_latency(&recovery, (double) (now - outage_at_ms));
                 record_latency(&silence_at_failure, (double) a->spent_at_failure_ms);
+                tail_note(a, now, body, len);
         }
         a->failed = false;
+        a->failures = 0;
         a->last_answer_ms = a->c.sent_ms;
         a->next_sync_ms = opt.no_hold ? a->c.sent_ms + 1000 : 0;
         json_error_t jerr;
@@ -936,6 +971,14 @@ int main(int argc, char **argv) {
                        percentile(recovery.ms, recovery.n, 1.0),
                        percentile(silence_at_failure.ms, silence_at_failure.n, 0.5),
                        percentile(silence_at_failure.ms, silence_at_failure.n, 1.0));
+        printf("\"restart_tail\":[");
+        for (int i = 0; i < TAIL && tail[i].silence_ms > 0; i++)
+                printf("%s{\"silence_ms\":%lld,\"spent_ms\":%lld,\"failed_ms\":%lld,"
+                       "\"answered_ms\":%lld,\"failures\":%d,\"unchanged\":%s}",
+                       i ? "," : "", (long long) tail[i].silence_ms, (long long) tail[i].spent_ms,
+                       (long long) tail[i].failed_ms, (long long) tail[i].answered_ms,
+                       tail[i].failures, tail[i].unchanged ? "true" : "false");
+        printf("],");
         printf("\"vanished\":[");
         const char *sep = "";
         for (int i = 0; i < opt.nodes; i++)
