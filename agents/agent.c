@@ -488,7 +488,8 @@ static void agent_request_send(Agent *a, AgentRequest kind, int64_t now) {
                 body = agent_proto_sync_body(a->cfg.node, &id, a->ranks, a->ckpts, a->n_ckpts,
                                              &a->health, a->request_id);
                 url = xasprintf("%s/v1/agent/sync?wait_ms=%" PRId64 "&version=%" PRId64
-                                "&accept=" WIRE_ACCEPT_UNCHANGED "," WIRE_ACCEPT_SHARED_ENV,
+                                "&accept=" WIRE_ACCEPT_UNCHANGED "," WIRE_ACCEPT_SHARED_ENV
+                                "," WIRE_ACCEPT_LEASE_ONLY,
                                 agent_controller(a), wait_ms, a->version);
                 a->request_timeout_ms = wait_ms + agent_patience_ms(a, 5000);
         }
@@ -862,6 +863,15 @@ static void agent_request_done(Agent *a, CURLcode result, int64_t now) {
         if (ans.lease_ms > 0)
                 a->lease_ms = ans.lease_ms;
         agent_contact_ok(a);
+        if (ans.lease_only) {
+                /* A restarted controller, still loading, renewed the lease and said nothing
+                 * more: the ranks stay as they are, reported exits included, until it
+                 * answers whole. */
+                log_debug("Controller renewed the lease only (version %" PRId64 " stays)",
+                          a->version);
+                wire_sync_answer_clear(&ans);
+                return;
+        }
         if (ans.unchanged)
                 wire_sync_answer_clear(&ans);
         else {

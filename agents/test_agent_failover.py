@@ -125,6 +125,53 @@ class AgentFailoverTest(unittest.TestCase):
         self.assertNotIn("killing", self.agent_log())
         self.assertIn("answers now (was %s)" % second.url, self.agent_log())
 
+    def test_lease_only_answers_renew_and_change_nothing(self):
+        fake = self.fake_controller()
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        fake.desired = [self.rank(1, user, "exec sleep 60"), self.rank(2, user, "exit 3")]
+        self.start_with(fake)
+        running = wait_for("rank 1 running and rank 2's exit reported", lambda: (
+            (fake.last_report(2, 0) or {}).get("exit_code") == 3
+            and (fake.last_report(1, 0) or {}).get("state") == "running"
+            and fake.last_report(1, 0)))
+        pid = running["pid"]
+
+        # A controller still loading after a restart renews the lease only. Its desired
+        # state (nothing) is not in those answers, so the agent applies none of it: rank
+        # 1 runs on through more than a lease, and rank 2's exit, which no controller
+        # has let go of, is still reported.
+        with fake.lock:
+            fake.lease_only, fake.desired = True, []
+            since = len(fake.requests)
+        time.sleep(6)  # past the 5 s lease: renewals that did not count would fence
+        with fake.lock:
+            syncs = [p for p, _, _ in fake.requests[since:] if p.startswith("/v1/agent/sync")]
+        self.assertGreater(len(syncs), 10, syncs)
+        for path in syncs:
+            self.assertIn("version=2&", path)  # still the last whole answer's
+            self.assertRegex(path, r"accept=[^&]*\blease_only\b")
+        report = fake.last_report(1, 0)
+        self.assertEqual((report["state"], report["pid"]), ("running", pid))
+        os.kill(pid, 0)
+        self.assertEqual(fake.last_report(2, 0)["exit_code"], 3)
+        log = self.agent_log()
+        self.assertNotIn("killing", log)
+        self.assertNotIn("Stopping rank", log)
+        self.assertNotIn("failed", log.lower())
+        self.assertIn("renewed the lease only", log)
+
+        # The loaded controller answers whole: now the agent applies it.
+        with fake.lock:
+            fake.lease_only, fake.desired = False, [self.rank(1, user, "exec sleep 60")]
+            since = len(fake.requests)
+
+        def let_go():
+            with fake.lock:
+                bodies = [b for p, _, b in fake.requests[since:] if "/sync" in p]
+            return len(bodies) >= 2 and all(r["job"] != 2 for r in bodies[-1]["ranks"])
+        wait_for("rank 2 let go of", let_go)
+        self.assertEqual(fake.last_report(1, 0)["pid"], pid)
+
 
 if __name__ == "__main__":
     if not os.path.exists(AXAGENT):

@@ -19,6 +19,7 @@ import http.server
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import ssl
@@ -40,7 +41,8 @@ TOKEN = "axt_agent_n1_0123456789abcdef"
 class FakeController:
     """Answers register and sync; the desired ranks are set by the test. As a follower
     (redirect_to set, test_agent_failover.py) it answers 307 not_leader to that URL, and
-    with no_leader 503 no_leader, as a follower axctld does."""
+    with no_leader 503 no_leader, as a follower axctld does; with lease_only, it answers
+    syncs as a restarted axctld still loading its state may (daemon/early-leases.h)."""
 
     def __init__(self, tls=None):
         self.requests = []  # (path, headers dict, body dict)
@@ -48,6 +50,7 @@ class FakeController:
         self.status = 200
         self.redirect_to = None
         self.no_leader = False
+        self.lease_only = False  # answer syncs as a restarted controller still loading
         self.connections = set()  # open ones, which stop() breaks as a dying process would
         self.lock = threading.Lock()
         fake = self
@@ -70,6 +73,7 @@ class FakeController:
                     fake.requests.append((self.path, dict(self.headers), body))
                     status, desired = fake.status, list(fake.desired)
                     redirect_to, no_leader = fake.redirect_to, fake.no_leader
+                    lease_only = fake.lease_only
                 headers = {}
                 if redirect_to:
                     status, headers["Location"] = 307, redirect_to + self.path
@@ -83,6 +87,10 @@ class FakeController:
                     answer = {"error": {"code": "unauthorized", "message": "bad token"}}
                 elif self.path.startswith("/v1/agent/register"):
                     answer = {"node": "n1", "lease_ms": 5000, "sync_period_ms": 200}
+                elif lease_only:
+                    version = re.search(r"[?&]version=(\d+)", self.path).group(1)
+                    answer = {"version": int(version), "lease_ms": 5000, "lease_only": True}
+                    time.sleep(0.05)
                 else:
                     answer = {"version": len(desired), "lease_ms": 5000, "ranks": desired}
                     # The long-poll is not the point here: answer at once, but not in a

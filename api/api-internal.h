@@ -43,6 +43,11 @@
 
 typedef struct Request Request;
 
+/* Requests suspended while the state loads, in the order they came. */
+typedef struct DeferredQueue {
+        Request *first, *last;
+} DeferredQueue;
+
 struct Request {
         char *body;
         size_t len;
@@ -147,7 +152,7 @@ struct Api {
         int listen_fd;
         unsigned shard_connection_limit; /* of each shard */
         EarlyLeases *early_leases;
-        Request *deferred, *deferred_renewed;
+        DeferredQueue deferred, deferred_renewed;
         unsigned loading_connections;
         uint64_t early_lease_answers;
         HeapReserve *loading_reserve; /* their memory, populated ahead of them */
@@ -174,9 +179,12 @@ void api_loading_populate(Api *api);
  * on a connection; the answer is set), false when suspended until api_loading_resume. */
 bool api_loading_request(Api *api, Request *req, struct MHD_Connection *con, const char *method,
                          const char *url);
-/* Resumes the suspended requests: api_serve those that came from agents whose leases
- * were not renewed and from API users; after the first commit (renewed_too) the rest. */
-void api_loading_resume(Api *api, bool renewed_too);
+/* Resumes the suspended requests: those that came from agents whose leases were not
+ * renewed and from API users, and the oldest renewed_max of the rest (0: none;
+ * SIZE_MAX: all). */
+void api_loading_resume(Api *api, size_t renewed_max);
+/* Syncs of renewed agents resumed in a turn (api_after_commit), oldest renewals first. */
+#define API_RENEWED_RESUMED_PER_TURN 512
 
 /* The answer, set by a handler and queued once its turn commits (request.c). */
 /* text: a malloc'd JSON body, taken over. */

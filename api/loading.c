@@ -76,10 +76,12 @@ static char *early_sync_answer(Api *api, Request *req, struct MHD_Connection *co
         WireSync msg = {0};
         JsonError err = {0};
         char *answer = NULL;
+        const char *accept = api_query(con, "accept");
+        EarlyAccepts accepts = {.unchanged = wire_accepts(accept, WIRE_ACCEPT_UNCHANGED),
+                                .lease_only = wire_accepts(accept, WIRE_ACCEPT_LEASE_ONLY)};
         if (j && wire_sync_parse(j, &msg, &err) == 0)
-                answer = early_leases_answer(
-                        api->early_leases, token, &msg, (uint64_t) version,
-                        wire_accepts(api_query(con, "accept"), WIRE_ACCEPT_UNCHANGED), ret_renewed);
+                answer = early_leases_answer(api->early_leases, token, &msg, (uint64_t) version,
+                                             &accepts, ret_renewed);
         wire_sync_clear(&msg);
         json_decref(j);
         return answer;
@@ -103,24 +105,29 @@ bool api_loading_request(Api *api, Request *req, struct MHD_Connection *con, con
                 return true;
         }
         /* What the load's end must answer first: not a sync of a node renewed here. */
-        Request **list = renewed ? &api->deferred_renewed : &api->deferred;
-        req->next_deferred = *list;
-        *list = req;
+        DeferredQueue *queue = renewed ? &api->deferred_renewed : &api->deferred;
+        if (queue->last)
+                queue->last->next_deferred = req;
+        else
+                queue->first = req;
+        queue->last = req;
         MHD_suspend_connection(con);
         return false;
 }
 
-static void resume_list(Request **list) {
-        for (Request *r = *list, *next; r; r = next) {
-                next = r->next_deferred;
+/* Resumes the first max of queue. */
+static void resume_first(DeferredQueue *queue, size_t max) {
+        for (size_t n = 0; n < max && queue->first; n++) {
+                Request *r = queue->first;
+                queue->first = r->next_deferred;
                 r->next_deferred = NULL;
                 MHD_resume_connection(r->connection);
         }
-        *list = NULL;
+        if (!queue->first)
+                queue->last = NULL;
 }
 
-void api_loading_resume(Api *api, bool renewed_too) {
-        resume_list(&api->deferred);
-        if (renewed_too)
-                resume_list(&api->deferred_renewed);
+void api_loading_resume(Api *api, size_t renewed_max) {
+        resume_first(&api->deferred, SIZE_MAX);
+        resume_first(&api->deferred_renewed, renewed_max);
 }

@@ -558,6 +558,31 @@ static void test_sync_answer_unchanged(void) {
               -EBADMSG);
 }
 
+/* The answer that renews the lease only: no ranks, and nothing else with it. */
+static void test_sync_answer_lease_only(void) {
+        WireSyncAnswer in = {
+                .version = 11, .lease_ms = 5000, .sync_period_ms = 1000, .lease_only = true};
+        char *text = answer_text(&in, NULL, 0);
+        CHECK_STR(text, "{\"version\":11,\"lease_ms\":5000,\"sync_period_ms\":1000,"
+                        "\"lease_only\":true}");
+        WireSyncAnswer out;
+        CHECK_INT(wire_sync_answer_parse(load_answer(text), &out), 0);
+        CHECK(out.lease_only && !out.unchanged && out.version == 11 && out.lease_ms == 5000);
+        CHECK_INT(out.n_ranks, 0);
+        wire_sync_answer_clear(&out);
+        free(text);
+        /* With ranks, with unchanged, or without its version: not to be trusted. */
+        CHECK(wire_sync_answer_parse(load("{\"version\": 11, \"ranks\": [],"
+                                          " \"lease_only\": true}"),
+                                     &out) == -EBADMSG);
+        CHECK(wire_sync_answer_parse(load("{\"version\": 11, \"unchanged\": true,"
+                                          " \"lease_only\": true}"),
+                                     &out) == -EBADMSG);
+        CHECK(wire_sync_answer_parse(load("{\"lease_only\": true}"), &out) == -EBADMSG);
+        CHECK(wire_sync_answer_parse(load("{\"version\": 11, \"lease_only\": 1}"), &out) ==
+              -EBADMSG);
+}
+
 /* The answer {"version":1,"ranks":ranks,"shared_env":shared} (both taken over), decoded. */
 static void shared_answer_parse(json_t *ranks, json_t *shared, WireSyncAnswer *ret) {
         json_t *j = json_pack("{s:i,s:o,s:o}", "version", 1, "ranks", ranks, "shared_env", shared);
@@ -730,6 +755,7 @@ static void test_accepts(void) {
         CHECK(!wire_accepts("unchanged ", WIRE_ACCEPT_UNCHANGED));
         CHECK(wire_accepts("unchanged,shared_env", WIRE_ACCEPT_SHARED_ENV));
         CHECK(!wire_accepts("unchanged", WIRE_ACCEPT_SHARED_ENV));
+        CHECK(wire_accepts("unchanged,shared_env,lease_only", WIRE_ACCEPT_LEASE_ONLY));
 }
 
 /* The error of the single desired rank of an answer built from one entry's JSON. */
@@ -1019,6 +1045,7 @@ int main(void) {
         test_sync_answer_round_trip();
         test_parse_sync_answer();
         test_sync_answer_unchanged();
+        test_sync_answer_lease_only();
         test_sync_answer_shared_env();
         test_accepts();
         test_hostile_answers();

@@ -70,8 +70,8 @@ void wire_sync_answer_write_begin(JsonWriter *w, const WireSyncAnswer *a) {
         json_writer_member_int(w, "version", a->version);
         json_writer_member_int(w, "lease_ms", a->lease_ms);
         json_writer_member_int(w, "sync_period_ms", a->sync_period_ms);
-        if (a->unchanged) {
-                json_writer_key(w, "unchanged");
+        if (a->unchanged || a->lease_only) {
+                json_writer_key(w, a->unchanged ? "unchanged" : "lease_only");
                 json_writer_bool(w, true);
         } else {
                 json_writer_key(w, "ranks");
@@ -81,7 +81,7 @@ void wire_sync_answer_write_begin(JsonWriter *w, const WireSyncAnswer *a) {
 
 void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a,
                                 const WireSharedEnvOut *shared, size_t n_shared) {
-        if (!a->unchanged)
+        if (!a->unchanged && !a->lease_only)
                 json_writer_array_end(w);
         if (n_shared > 0) {
                 json_writer_key(w, "shared_env");
@@ -352,11 +352,12 @@ static int parse_desired(json_t *o, const SharedChecks *sc, WireDesiredRank *d) 
 int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret) {
         json_t *ranks = json_object_get(json, "ranks");
         json_t *version = json_object_get(json, "version");
-        /* Whole or short, never both: an answer that lists ranks and says they did not
-         * change is not to be trusted either way. */
+        /* Whole, short or the lease only, exactly one: an answer that lists ranks and says
+         * they did not change is not to be trusted either way. */
         bool unchanged = json_is_true(json_object_get(json, "unchanged"));
+        bool lease_only = json_is_true(json_object_get(json, "lease_only"));
         /* At most one shared environment per rank: each rank finds its own among them. */
-        if (!json_is_object(json) || unchanged == json_is_array(ranks) ||
+        if (!json_is_object(json) || unchanged + lease_only + json_is_array(ranks) != 1 ||
             !json_is_integer(version) || json_array_size(ranks) > WIRE_MAX_RANKS ||
             json_object_size(json_object_get(json, "shared_env")) > WIRE_MAX_RANKS) {
                 json_decref(json);
@@ -366,6 +367,7 @@ int wire_sync_answer_parse(json_t *json, WireSyncAnswer *ret) {
                 .json = json,
                 .version = json_integer_value(version),
                 .unchanged = unchanged,
+                .lease_only = lease_only,
                 .ranks = xcalloc(json_array_size(ranks) + 1, sizeof(WireDesiredRank)),
         };
         int64_t lease = json_int(json, "lease_ms", 0), period = json_int(json, "sync_period_ms", 0);

@@ -133,6 +133,8 @@ void wire_sync_clear(WireSync *sync);
 #define WIRE_ACCEPT_UNCHANGED "unchanged" /* the short answer of an unchanged version */
 /* Variables common to many ranks, sent once per answer (WireSharedEnvOut). */
 #define WIRE_ACCEPT_SHARED_ENV "shared_env"
+/* The answer that renews the lease and says nothing of the desired ranks (lease_only). */
+#define WIRE_ACCEPT_LEASE_ONLY "lease_only"
 /* Whether list (the parameter's value; NULL when absent) names capability. */
 bool wire_accepts(const char *list, const char *capability);
 
@@ -174,6 +176,12 @@ typedef struct WireSyncAnswer {
         /* The desired ranks are still those of version, which the agent said it applied
          * (it accepts WIRE_ACCEPT_UNCHANGED): none are sent. */
         bool unchanged;
+        /* The lease is renewed, and that is all: the answer says nothing of the desired
+         * ranks, which the agent keeps as they are, exits it reported included, until a
+         * whole or unchanged answer (it accepts WIRE_ACCEPT_LEASE_ONLY). A restarted
+         * controller gives it while it loads to an agent whose version it cannot vouch
+         * for (daemon/early-leases.h). version is the one the agent sent. */
+        bool lease_only;
         WireDesiredRank *ranks; /* decoded only */
         size_t n_ranks;
 } WireSyncAnswer;
@@ -221,9 +229,9 @@ typedef struct WireSharedEnvOut {
 
 /*
  * Writes {"version","lease_ms","sync_period_ms","ranks","shared_env"}, or "unchanged":
- * true instead of "ranks": begin, then for each desired rank wire_desired_rank_write
- * (none when a->unchanged), then end with the shared environments the ranks named
- * (none: no "shared_env"). a's ranks are not read.
+ * true or "lease_only": true instead of "ranks": begin, then for each desired rank
+ * wire_desired_rank_write (none when a->unchanged or a->lease_only), then end with the
+ * shared environments the ranks named (none: no "shared_env"). a's ranks are not read.
  */
 void wire_sync_answer_write_begin(JsonWriter *w, const WireSyncAnswer *a);
 void wire_desired_rank_write(JsonWriter *w, const WireDesiredRankOut *d);
@@ -231,9 +239,9 @@ void wire_sync_answer_write_end(JsonWriter *w, const WireSyncAnswer *a,
                                 const WireSharedEnvOut *shared, size_t n_shared);
 /*
  * Decodes a sync answer, taking over the reference to json. -EBADMSG when the answer is
- * not a sync answer (neither ranks nor unchanged, or both) or lists more than
- * WIRE_MAX_RANKS ranks or shared environments (the agent keeps its state and, without a
- * good answer, fences itself at the end of its lease). A desired rank whose key cannot
+ * not a sync answer (not exactly one of ranks, unchanged and lease_only) or lists more
+ * than WIRE_MAX_RANKS ranks or shared environments (the agent keeps its state and,
+ * without a good answer, fences itself at the end of its lease). A desired rank whose key cannot
  * be read is dropped; one whose other fields are wrong or over a limit is still
  * recognised by its key (so it is neither killed nor started twice) and carries an error
  * that becomes its launch failure. The shared environment a rank names is checked once

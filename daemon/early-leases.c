@@ -113,20 +113,25 @@ bool early_leases_admits(const EarlyLeases *el, const char *token) {
 }
 
 char *early_leases_answer(EarlyLeases *el, const char *token, const WireSync *msg,
-                          uint64_t applied_version, bool accepts_unchanged, bool *ret_renewed) {
+                          uint64_t applied_version, const EarlyAccepts *accepts,
+                          bool *ret_renewed) {
         StoredClaim *claim = el && msg->node ? strmap_get(el->claims, msg->node) : NULL;
         *ret_renewed = claim && claim->renewed;
-        if (!claim || !accepts_unchanged || !msg->agent_id || !msg->boot_id ||
-            (el->until_ms && util_now_ms() >= el->until_ms) || claim->version != applied_version ||
+        if (!claim || !msg->agent_id || !msg->boot_id ||
+            (el->until_ms && util_now_ms() >= el->until_ms) ||
             strcmp(claim->agent_id, msg->agent_id) != 0 ||
             strcmp(claim->boot_id, msg->boot_id) != 0 ||
             (el->auth && !util_streq_ptr(token_node(el, token), msg->node)))
                 return NULL;
+        bool unchanged = claim->version == applied_version && accepts->unchanged;
+        if (!unchanged && !accepts->lease_only)
+                return NULL;
         claim->renewed = *ret_renewed = true;
-        WireSyncAnswer answer = {.version = (int64_t) claim->version,
+        WireSyncAnswer answer = {.version = (int64_t) applied_version,
                                  .lease_ms = el->lease_ms,
                                  .sync_period_ms = el->sync_period_ms,
-                                 .unchanged = true};
+                                 .unchanged = unchanged,
+                                 .lease_only = !unchanged};
         JsonWriter w = {0};
         wire_sync_answer_write_begin(&w, &answer);
         wire_sync_answer_write_end(&w, &answer, NULL, 0);

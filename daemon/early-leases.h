@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A restarted controller's answer to each stored agent's first sync before the rest of
- * the state has loaded: the short answer that its desired ranks did not change, which
- * renews the agent's lease. At 10,000 nodes the load and the first turn take two seconds
- * or more, and an agent may have spent half its lease before the old controller died;
- * without this its ranks would fence while the new controller reads the database.
+ * the state has loaded, which renews the agent's lease: the short answer that its
+ * desired ranks did not change, or, to an agent whose version is not the stored one (it
+ * missed the old controller's last answer), the answer that renews the lease only. At
+ * 10,000 nodes the load and the first turn take two seconds or more, and an agent may
+ * have spent half its lease before the old controller died; without this its ranks
+ * would fence while the new controller reads the database.
  *
  * It is safe because the loaded controller gives every node it keeps a lease a fresh one
  * from when serving starts (ctl_serving_starts), later than any answer given here, and
  * answers here only what the database holds as committed: the node keeps a lease (it is
- * not down), the same agent and boot as stored, and the stored desired-state version,
- * which the agent says it applied. Anything else waits for the loaded controller, and so
- * does the next sync on a connection answered here (api/loading.c), so that agents do
- * not poll in a loop: one that drops its held sync for news, on a new connection, is
- * answered again.
+ * not down), the same agent and boot as stored, and for the short answer the stored
+ * desired-state version, which the agent says it applied. The lease-only answer changes
+ * no rank: the agent keeps what it runs and reports until the loaded controller answers
+ * whole. Anything else waits for the loaded controller, and so does the next sync on a
+ * connection answered here (api/loading.c), so that agents do not poll in a loop: one
+ * that drops its held sync for news, on a new connection, is answered again.
  */
 #pragma once
 
@@ -38,11 +41,16 @@ size_t early_leases_nodes(const EarlyLeases *el);
 /* Whether a request with bearer token (NULL: none) may be answered here at all: always
  * without auth, else with a valid agent token. Cheap: checked before a body is parsed. */
 bool early_leases_admits(const EarlyLeases *el, const char *token);
+/* The answers beyond the whole one that an agent's sync accepts (wire.h's accept). */
+typedef struct EarlyAccepts {
+        bool unchanged, lease_only;
+} EarlyAccepts;
 /*
- * The answer text (malloc'd) to the sync msg of an agent that applied applied_version
- * and accepts the short answer, sent with bearer token (NULL without auth); NULL when
- * it must wait for the loaded controller. *ret_renewed: whether the node's lease was
- * renewed here, now or by an earlier answer.
+ * The answer text (malloc'd) to the sync msg of an agent that applied applied_version,
+ * sent with bearer token (NULL without auth): unchanged where that is the stored version,
+ * else lease_only; NULL when it must wait for the loaded controller (the agent accepts
+ * neither that applies, or the stored node does not allow it). *ret_renewed: whether the
+ * node's lease was renewed here, now or by an earlier answer.
  */
 char *early_leases_answer(EarlyLeases *el, const char *token, const WireSync *msg,
-                          uint64_t applied_version, bool accepts_unchanged, bool *ret_renewed);
+                          uint64_t applied_version, const EarlyAccepts *accepts, bool *ret_renewed);

@@ -36,23 +36,38 @@ static EarlyLeases *leases_of(const char *name, bool auth, int64_t until_ms) {
         return el;
 }
 
-/* Whether n1's agent, as stored, is answered with `version`. */
-static bool answered(EarlyLeases *el, const char *token, uint64_t version, bool *ret_renewed) {
-        WireSync msg = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1"};
-        char *text = early_leases_answer(el, token, &msg, version, true, ret_renewed);
+static const EarlyAccepts short_only = {.unchanged = true};
+static const EarlyAccepts lease_only = {.lease_only = true};
+static const EarlyAccepts both = {.unchanged = true, .lease_only = true};
+
+/* How msg's agent, having applied version, is answered: "unchanged", "lease_only" or
+ * NULL (it waits); the answer's other fields are checked. */
+static const char *answer_of(EarlyLeases *el, const char *token, const WireSync *msg,
+                             uint64_t version, const EarlyAccepts *accepts, bool *ret_renewed) {
+        char *text = early_leases_answer(el, token, msg, version, accepts, ret_renewed);
         if (!text)
-                return false;
+                return NULL;
         json_error_t jerr;
         json_t *j = json_loads(text, 0, &jerr);
         CHECK(j);
-        CHECK(json_is_true(json_object_get(j, "unchanged")));
+        bool unchanged = json_is_true(json_object_get(j, "unchanged"));
+        CHECK(unchanged != json_is_true(json_object_get(j, "lease_only")));
         CHECK_INT(json_integer_value(json_object_get(j, "version")), version);
         CHECK_INT(json_integer_value(json_object_get(j, "lease_ms")), LEASE_MS);
         CHECK_INT(json_integer_value(json_object_get(j, "sync_period_ms")), PERIOD_MS);
         CHECK(!json_object_get(j, "ranks"));
         json_decref(j);
         free(text);
-        return true;
+        return unchanged ? "unchanged" : "lease_only";
+}
+
+/* Whether n1's agent, as stored, is answered at all, accepting both answers, with
+ * `version`, which the tests below pass as stored: so the answer is the short one. */
+static bool answered(EarlyLeases *el, const char *token, uint64_t version, bool *ret_renewed) {
+        WireSync msg = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1"};
+        const char *kind = answer_of(el, token, &msg, version, &both, ret_renewed);
+        CHECK(!kind || strcmp(kind, "unchanged") == 0);
+        return kind;
 }
 
 static void test_what_is_answered(void) {
@@ -61,26 +76,38 @@ static void test_what_is_answered(void) {
         CHECK(early_leases_admits(el, NULL));
         bool renewed;
         WireSync msg = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1"};
-        /* Another version, boot or agent, no short answer, an unknown node: all wait. */
-        CHECK(!early_leases_answer(el, NULL, &msg, v - 1, true, &renewed) && !renewed);
-        CHECK(!early_leases_answer(el, NULL, &msg, v, false, &renewed) && !renewed);
+        /* Another version without the lease-only answer, neither answer, another boot or
+         * agent, an unknown node: all wait, whatever the agent accepts. */
+        CHECK(!early_leases_answer(el, NULL, &msg, v - 1, &short_only, &renewed) && !renewed);
+        CHECK(!early_leases_answer(el, NULL, &msg, v, &(EarlyAccepts){0}, &renewed) && !renewed);
         WireSync other = msg;
         other.boot_id = "boot-2";
-        CHECK(!early_leases_answer(el, NULL, &other, v, true, &renewed));
+        CHECK(!early_leases_answer(el, NULL, &other, v, &both, &renewed));
         other = msg;
         other.agent_id = "agent-2";
-        CHECK(!early_leases_answer(el, NULL, &other, v, true, &renewed));
+        CHECK(!early_leases_answer(el, NULL, &other, v, &both, &renewed));
         other = msg;
         other.node = "n9";
-        CHECK(!early_leases_answer(el, NULL, &other, v, true, &renewed));
+        CHECK(!early_leases_answer(el, NULL, &other, v, &both, &renewed));
         other = msg;
         other.agent_id = NULL;
-        CHECK(!early_leases_answer(el, NULL, &other, v, true, &renewed));
+        CHECK(!early_leases_answer(el, NULL, &other, v, &both, &renewed));
         /* As stored: answered, and again (one answer per connection is api/'s rule). */
         CHECK(answered(el, NULL, v, &renewed) && renewed);
         CHECK(answered(el, NULL, v, &renewed) && renewed);
         /* A request that waits tells that the node was renewed here. */
-        CHECK(!early_leases_answer(el, NULL, &msg, v, false, &renewed) && renewed);
+        CHECK(!early_leases_answer(el, NULL, &msg, v, &(EarlyAccepts){0}, &renewed) && renewed);
+
+        /* n2's agent missed the old controller's last answer, or is ahead of a store that
+         * lost commits: its lease is renewed and nothing more, with its own version. */
+        other = msg;
+        other.node = "n2";
+        CHECK_STR(answer_of(el, NULL, &other, v - 1, &both, &renewed), "lease_only");
+        CHECK(renewed);
+        CHECK_STR(answer_of(el, NULL, &other, v + 1000, &lease_only, &renewed), "lease_only");
+        CHECK_STR(answer_of(el, NULL, &other, 0, &lease_only, &renewed), "lease_only");
+        /* The stored version to an agent without the short answer: the lease only. */
+        CHECK_STR(answer_of(el, NULL, &msg, v, &lease_only, &renewed), "lease_only");
         early_leases_free(el);
 }
 

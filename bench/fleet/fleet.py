@@ -292,6 +292,8 @@ def main():
                    help="agents that get every rank's whole environment (older than shared_env)")
     p.add_argument("--no-unchanged", action="store_true",
                    help="agents older than the short sync answer: every answer whole")
+    p.add_argument("--no-lease-only", action="store_true",
+                   help="agents older than the lease-only answer of a restarted controller")
     p.add_argument("--step-s", type=float, default=0,
                    help="ranks report a step that grows every this many seconds (else 1)")
     p.add_argument("--auth", action="store_true",
@@ -368,6 +370,7 @@ def main():
                             "--ramp-per-s", str(args.ramp_per_s),
                             "--lease-ms", str(args.lease_ms), "--warmup-s", str(args.warmup)]
                            + (["--no-unchanged"] if args.no_unchanged else [])
+                           + (["--no-lease-only"] if args.no_lease_only else [])
                            + (["--no-shared-env"] if args.no_shared_env else [])
                            + ["--gang-nodes", str(args.gang_nodes)]
                            + (["--step-s", str(args.step_s)] if args.step_s else [])

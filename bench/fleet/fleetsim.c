@@ -6,8 +6,9 @@
  * rank that ended) drops the held poll and goes out at once with wait_ms=0 on a new
  * connection. Ranks "run" for a random time and exit 0. A submitter keeps a backlog of
  * 8-rank jobs waiting. Agents that hear nothing for a lease fence their ranks, as the
- * real supervisors do, and are counted. Agents take the short "unchanged" answer, as
- * axagent does, unless --no-unchanged makes them agents older than it. Ranks report step 1
+ * real supervisors do, and are counted. Agents take the short "unchanged" answer and the
+ * "lease_only" one, as axagent does, unless --no-unchanged (neither) or --no-lease-only
+ * makes them agents older than it. Ranks report step 1
  * throughout, or, with --step-s, a step that grows every that many seconds from their
  * start (the ranks of a job started together step together, as data-parallel training).
  * --vanish N --vanish-at S: S seconds in, N agents spread over the fleet vanish as a
@@ -23,8 +24,9 @@
  *
  *   fleetsim --url http://127.0.0.1:PORT --nodes N [--seconds S] [--backlog B]
  *            [--rank-min-s A --rank-max-s B] [--ramp-per-s R] [--prefix P] [--warmup-s W]
- *            [--no-unchanged] [--step-s T] [--token-file PATH] [--node-token-file PATH]
- *            [--vanish N --vanish-at S] [--no-hold] [--synchronized-start]
+ *            [--no-unchanged] [--no-lease-only] [--step-s T] [--token-file PATH]
+ *            [--node-token-file PATH] [--vanish N --vanish-at S] [--no-hold]
+ *            [--synchronized-start]
  *
  * --token-file: every request's bearer token. --node-token-file: a secret S from which
  * each agent's own token is S.NODE (fleet.py stores those tokens, bound to their nodes),
@@ -129,6 +131,7 @@ static struct {
         int lease_ms;
         int warmup_s; /* figures count from then on */
         bool whole_only; /* never ask for the short answer (an older agent) */
+        bool no_lease_only; /* never ask for the lease-only answer (an older agent) */
         bool no_shared_env; /* never ask for shared environments (an older agent) */
         int gang_nodes; /* nodes per job, 8 ranks on each */
         int step_ms; /* a rank's step grows every step_ms; 0: it stays 1 */
@@ -164,7 +167,7 @@ typedef struct Latencies {
 static Latencies exit_lat, exit_wire_lat;
 static long n_agents_up; /* agents that registered at least once */
 static long n_syncs, n_registers, n_connect_fail, n_http_errors, n_404, n_409, n_fences,
-        n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_unchanged;
+        n_rank_starts, n_rank_exits, n_submits, n_submit_fail, n_unchanged, n_lease_only;
 static long status_counts[6];
 static int64_t max_silence_ms;
 /* An outage (a controller killed): when the first request failed, and per agent that
@@ -337,7 +340,10 @@ static void agent_send(Agent *a) {
                 snprintf(path, sizeof(path), "/v1/agent/sync?wait_ms=%lld&version=%lld%s%s%s",
                          (long long) a->c.wait_ms, (long long) a->version,
                          opt.whole_only && opt.no_shared_env ? "" : "&accept=",
-                         opt.whole_only ? "" : "unchanged,", opt.no_shared_env ? "" : "shared_env");
+                         opt.whole_only      ? ""
+                         : opt.no_lease_only ? "unchanged,"
+                                             : "unchanged,lease_only,",
+                         opt.no_shared_env ? "" : "shared_env");
         }
         char *text = json_dumps(body, JSON_COMPACT);
         json_decref(body);
@@ -377,6 +383,10 @@ static void agent_recompute_end(Agent *a) {
 static void agent_apply(Agent *a, json_t *ans, int64_t now) {
         json_t *v = json_object_get(ans, "version");
         json_t *desired = json_object_get(ans, "ranks");
+        if (json_is_true(json_object_get(ans, "lease_only"))) {
+                n_lease_only++; /* the lease renewed, nothing else: ranks stay as they are */
+                return;
+        }
         if (json_is_true(json_object_get(ans, "unchanged"))) {
                 n_unchanged++;
                 if (json_integer_value(v) != a->version) {
@@ -451,12 +461,13 @@ static void record_latency(Latencies *l, double ms) {
         l->ms[l->n++] = ms;
 }
 
-/* The recovered agents that were silent longest, for the report's restart_tail: who
- * sets the longest silence of a restart. */
+/* The answers after the outage that ended the longest silences, for the report's
+ * restart_tail: who sets the longest silence of a restart. */
 typedef struct TailAgent {
         int64_t silence_ms, spent_ms, failed_ms, answered_ms; /* the last two after the outage */
         int failures;
-        bool unchanged; /* answered with the short answer */
+        bool failed; /* a request of the agent failed: spent_ms and failed_ms tell when */
+        const char *answer; /* "whole", "unchanged" or "lease_only" */
 } TailAgent;
 #define TAIL 5
 static TailAgent tail[TAIL];
@@ -465,9 +476,13 @@ static void tail_note(const Agent *a, int64_t now, const char *body, size_t len)
         TailAgent t = {.silence_ms = now - a->last_answer_ms,
                        .spent_ms = a->spent_at_failure_ms,
                        .failed_ms = a->failed_at_ms - outage_at_ms,
+                       .failed = a->failed,
                        .answered_ms = now - outage_at_ms,
                        .failures = a->failures,
-                       .unchanged = body && memmem(body, len, "\"unchanged\":true", 16) != NULL};
+                       .answer = !body                                          ? "whole"
+                                 : memmem(body, len, "\"unchanged\":true", 16)  ? "unchanged"
+                                 : memmem(body, len, "\"lease_only\":true", 17) ? "lease_only"
+                                                                                : "whole"};
         int i = TAIL;
         while (i > 0 && tail[i - 1].silence_ms < t.silence_ms) {
                 if (i < TAIL)
@@ -499,8 +514,9 @@ static void agent_answer(Agent *a, int status, const char *body, size_t len, dou
         if (a->failed) { /* the outage began with this failure or before it */
                 record_latency(&recovery, (double) (now - outage_at_ms));
                 record_latency(&silence_at_failure, (double) a->spent_at_failure_ms);
-                tail_note(a, now, body, len);
         }
+        if (outage_at_ms && a->last_answer_ms)
+                tail_note(a, now, body, len);
         a->failed = false;
         a->failures = 0;
         a->last_answer_ms = a->c.sent_ms;
@@ -761,13 +777,13 @@ static void on_signal(int sig) {
 }
 
 static void usage(void) {
-        fprintf(stderr,
-                "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
-                "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
-                "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] [--no-shared-env] "
-                "[--gang-nodes G] [--step-s T] "
-                "[--token-file PATH] [--node-token-file PATH] [--vanish N --vanish-at S] "
-                "[--no-hold]\n");
+        fprintf(stderr, "usage: fleetsim --url http://HOST:PORT --nodes N [--seconds S] "
+                        "[--backlog B] [--rank-min-s A] [--rank-max-s B] [--ramp-per-s R] "
+                        "[--prefix P] [--lease-ms L] [--warmup-s W] [--no-unchanged] "
+                        "[--no-lease-only] [--no-shared-env] "
+                        "[--gang-nodes G] [--step-s T] "
+                        "[--token-file PATH] [--node-token-file PATH] [--vanish N --vanish-at S] "
+                        "[--no-hold]\n");
         exit(2);
 }
 
@@ -784,6 +800,7 @@ int main(int argc, char **argv) {
                 {"lease-ms", required_argument, NULL, 'l'},
                 {"warmup-s", required_argument, NULL, 'w'},
                 {"no-unchanged", no_argument, NULL, 'U'},
+                {"no-lease-only", no_argument, NULL, 'L'},
                 {"no-shared-env", no_argument, NULL, 'E'},
                 {"gang-nodes", required_argument, NULL, 'g'},
                 {"token-file", required_argument, NULL, 'T'},
@@ -845,6 +862,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'Y':
                         opt.synchronized_start = true;
+                        break;
+                case 'L':
+                        opt.no_lease_only = true;
                         break;
                 case 'U':
                         opt.whole_only = true;
@@ -947,7 +967,8 @@ int main(int argc, char **argv) {
         qsort(silence_at_failure.ms, silence_at_failure.n, sizeof(double), cmp_double);
         double secs = (double) (util_now_ms() - start) / 1000.0;
         printf("{\"nodes\":%d,\"seconds\":%.1f,\"registers\":%ld,\"syncs\":%ld,"
-               "\"syncs_per_s\":%.0f,\"unchanged_answers\":%ld,\"rank_starts\":%ld,\"rank_exits\":%"
+               "\"syncs_per_s\":%.0f,\"unchanged_answers\":%ld,\"lease_only_answers\":%ld,"
+               "\"rank_starts\":%ld,\"rank_exits\":%"
                "ld,\"submits\":%ld,"
                "\"submit_failures\":%ld,\"exit_syncs\":%zu,\"exit_sync_p50_ms\":%.1f,"
                "\"exit_sync_p99_ms\":%.1f,\"exit_sync_max_ms\":%.1f,\"exit_sync_wire_p50_ms\":%.1f,"
@@ -956,7 +977,7 @@ int main(int argc, char **argv) {
                "\"http_errors\":%ld,\"answers_404\":%ld,\"answers_409\":%ld,\"self_fences\":%ld,"
                "\"max_silence_ms\":%lld,\"sim_cpu\":%.2f,\"exit_wave\":%.2f,",
                opt.nodes, secs, n_registers, n_syncs, (double) n_syncs / secs, n_unchanged,
-               n_rank_starts, n_rank_exits, n_submits, n_submit_fail, exit_lat.n,
+               n_lease_only, n_rank_starts, n_rank_exits, n_submits, n_submit_fail, exit_lat.n,
                percentile(exit_lat.ms, exit_lat.n, 0.5), percentile(exit_lat.ms, exit_lat.n, 0.99),
                percentile(exit_lat.ms, exit_lat.n, 1.0),
                percentile(exit_wire_lat.ms, exit_wire_lat.n, 0.5),
@@ -973,11 +994,12 @@ int main(int argc, char **argv) {
                        percentile(silence_at_failure.ms, silence_at_failure.n, 1.0));
         printf("\"restart_tail\":[");
         for (int i = 0; i < TAIL && tail[i].silence_ms > 0; i++)
-                printf("%s{\"silence_ms\":%lld,\"spent_ms\":%lld,\"failed_ms\":%lld,"
-                       "\"answered_ms\":%lld,\"failures\":%d,\"unchanged\":%s}",
-                       i ? "," : "", (long long) tail[i].silence_ms, (long long) tail[i].spent_ms,
-                       (long long) tail[i].failed_ms, (long long) tail[i].answered_ms,
-                       tail[i].failures, tail[i].unchanged ? "true" : "false");
+                printf("%s{\"silence_ms\":%lld,\"answered_ms\":%lld,\"answer\":\"%s\","
+                       "\"failed\":%s,\"spent_ms\":%lld,\"failed_ms\":%lld,\"failures\":%d}",
+                       i ? "," : "", (long long) tail[i].silence_ms,
+                       (long long) tail[i].answered_ms, tail[i].answer,
+                       tail[i].failed ? "true" : "false", (long long) tail[i].spent_ms,
+                       (long long) tail[i].failed_ms, tail[i].failures);
         printf("],");
         printf("\"vanished\":[");
         const char *sep = "";

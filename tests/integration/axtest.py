@@ -1066,12 +1066,13 @@ def create_token(db, *args):
     return p.stdout.strip()
 
 
-def restart_loading(test, c, descriptors=None, jobs=120000, job=None, prepare=None):
+def restart_loading(test, c, descriptors=None, jobs=120000, job=None, prepare=None,
+                    backlog=16):
     """Stops c's controller and starts another, with c's arguments, on c's database grown
     to `jobs` queued jobs, copies of job (one submitted here if None): most of a second
-    to load. It serves on a listening socket with a backlog of 16 handed over as systemd
-    would: without anyone accepting, the 18th connection would wait for a SYN
-    retransmit. With descriptors, that is its descriptor limit; prepare(db) may change the
+    to load. It serves on a listening socket with a backlog of 16 (or backlog) handed
+    over as systemd would: without anyone accepting, the 18th connection would wait for
+    a SYN retransmit. With descriptors, that is its descriptor limit; prepare(db) may change the
     database (sqlite3) before it starts. Returns its process, its port and its stderr's
     path."""
     job = job or c.submit({"command": ["true"], "ranks": 1})
@@ -1090,7 +1091,7 @@ def restart_loading(test, c, descriptors=None, jobs=120000, job=None, prepare=No
     listener = socket.socket()
     test.addCleanup(listener.close)
     listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
+    listener.listen(backlog)
     port = listener.getsockname()[1]
     stderr = os.path.join(c.tmp, "loading.stderr")
     log = open(stderr, "wb")
