@@ -153,6 +153,7 @@ struct Api {
         unsigned shard_connection_limit; /* of each shard */
         EarlyLeases *early_leases;
         DeferredQueue deferred, deferred_renewed;
+        int64_t renewed_all_at_ms; /* from then on, deferred_renewed is resumed whole */
         unsigned loading_connections;
         uint64_t early_lease_answers;
         HeapReserve *loading_reserve; /* their memory, populated ahead of them */
@@ -180,11 +181,12 @@ void api_loading_populate(Api *api);
 bool api_loading_request(Api *api, Request *req, struct MHD_Connection *con, const char *method,
                          const char *url);
 /* Resumes the suspended requests: those that came from agents whose leases were not
- * renewed and from API users, and the oldest renewed_max of the rest (0: none;
- * SIZE_MAX: all). */
-void api_loading_resume(Api *api, size_t renewed_max);
-/* Syncs of renewed agents resumed in a turn (api_after_commit), oldest renewals first. */
-#define API_RENEWED_RESUMED_PER_TURN 512
+ * renewed and from API users, and, with renewed_too, the next 512 of the rest in the
+ * order they came, so that the earliest renewed are answered first; all of them once
+ * half a lease has passed since the first such call. */
+void api_loading_resume(Api *api, bool renewed_too);
+/* Resumes every suspended request (the server stops). */
+void api_loading_resume_all(Api *api);
 
 /* The answer, set by a handler and queued once its turn commits (request.c). */
 /* text: a malloc'd JSON body, taken over. */

@@ -1010,13 +1010,13 @@ void api_serve(Api *api, Controller *ctl) {
         api->ctl = ctl;
         /* The agents renewed while it loaded wait for the first commit, if it has
          * anything to read before them. */
-        api_loading_resume(api, api->deferred.first ? 0 : API_RENEWED_RESUMED_PER_TURN);
+        api_loading_resume(api, !api->deferred.first);
 }
 
 Api *api_free(Api *api) {
         if (!api)
                 return NULL;
-        api_loading_resume(api, SIZE_MAX);
+        api_loading_resume_all(api);
         /* Suspended connections must be resumed before the daemon can stop (it aborts
          * otherwise): long-polls, and log streams waiting for their agent. Those
          * awaiting a commit are not suspended; stopping closes them. */
@@ -1263,11 +1263,11 @@ void api_after_commit(Api *api) {
         }
         api->committing = NULL;
         /* After a restart's first commit, the next turns read the syncs of the agents
-         * whose leases were renewed while the state loaded, a bounded number a turn and
-         * the oldest renewals first: read all at once, at 10,000 nodes, the first
-         * renewed were answered last, over two seconds later. */
+         * whose leases were renewed while the state loaded, 512 a turn in the order they
+         * came: read all in one turn, at 10,000 nodes, the first renewed were answered
+         * last, over two seconds later. */
         if (api->deferred_renewed.first)
-                api_loading_resume(api, API_RENEWED_RESUMED_PER_TURN);
+                api_loading_resume(api, true);
         /* Send the answers now rather than on the next wake-up: a run calls the handlers,
          * which queue them, and libmicrohttpd writes a queued answer on its next run. */
         for (unsigned i = 0; i < API_SHARDS; i++)

@@ -127,7 +127,23 @@ static void resume_first(DeferredQueue *queue, size_t max) {
                 queue->last = NULL;
 }
 
-void api_loading_resume(Api *api, size_t renewed_max) {
+/* Renewed agents' syncs read in a turn: about a tenth of a second of the loop. */
+#define RENEWED_BATCH 512
+
+void api_loading_resume(Api *api, bool renewed_too) {
         resume_first(&api->deferred, SIZE_MAX);
-        resume_first(&api->deferred_renewed, renewed_max);
+        if (!renewed_too || !api->deferred_renewed.first)
+                return;
+        /* Half a lease after serving started, the rest at once: a fleet larger or turns
+         * slower than here must not wait for batches past its renewed leases. */
+        int64_t now = util_now_ms();
+        if (!api->renewed_all_at_ms)
+                api->renewed_all_at_ms = now + ctl_config(api->ctl)->lease_ms / 2;
+        resume_first(&api->deferred_renewed,
+                     now >= api->renewed_all_at_ms ? SIZE_MAX : RENEWED_BATCH);
+}
+
+void api_loading_resume_all(Api *api) {
+        resume_first(&api->deferred, SIZE_MAX);
+        resume_first(&api->deferred_renewed, SIZE_MAX);
 }

@@ -116,12 +116,14 @@ char *early_leases_answer(EarlyLeases *el, const char *token, const WireSync *ms
                           uint64_t applied_version, const EarlyAccepts *accepts,
                           bool *ret_renewed) {
         StoredClaim *claim = el && msg->node ? strmap_get(el->claims, msg->node) : NULL;
-        *ret_renewed = claim && claim->renewed;
-        if (!claim || !msg->agent_id || !msg->boot_id ||
-            (el->until_ms && util_now_ms() >= el->until_ms) ||
-            strcmp(claim->agent_id, msg->agent_id) != 0 ||
-            strcmp(claim->boot_id, msg->boot_id) != 0 ||
-            (el->auth && !util_streq_ptr(token_node(el, token), msg->node)))
+        /* The stored agent in the stored boot, with the node's own token: anyone else
+         * waits, and not among the renewed. */
+        bool stored = claim && msg->agent_id && msg->boot_id &&
+                      strcmp(claim->agent_id, msg->agent_id) == 0 &&
+                      strcmp(claim->boot_id, msg->boot_id) == 0 &&
+                      (!el->auth || util_streq_ptr(token_node(el, token), msg->node));
+        *ret_renewed = stored && claim->renewed;
+        if (!stored || (el->until_ms && util_now_ms() >= el->until_ms))
                 return NULL;
         bool unchanged = claim->version == applied_version && accepts->unchanged;
         if (!unchanged && !accepts->lease_only)

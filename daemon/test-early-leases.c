@@ -133,6 +133,9 @@ static void test_what_the_store_refuses(void) {
         sql_on("refused", "UPDATE node SET version = 7 WHERE name = 'n1'");
         el = leases_of("refused", false, util_now_ms() - 1);
         CHECK(!answered(el, NULL, 7, &renewed));
+        CHECK(!early_leases_answer(
+                el, NULL, &(WireSync){.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1"}, 6,
+                &both, &renewed));
         early_leases_free(el);
         el = leases_of("refused", false, util_now_ms() + 60000);
         CHECK(answered(el, NULL, 7, &renewed));
@@ -179,6 +182,11 @@ static void test_tokens(void) {
         CHECK(!answered(el, "axt_root", v, &renewed));
         CHECK(!answered(el, "axt_nobody", v, &renewed));
         CHECK(answered(el, "axt_n1", v, &renewed));
+        /* Nor does another node's token get the lease-only answer, nor count as renewed. */
+        WireSync msg = {.node = "n1", .boot_id = "boot-1", .agent_id = "agent-1"};
+        CHECK(!early_leases_answer(el, "axt_n2", &msg, v - 1, &both, &renewed) && !renewed);
+        CHECK(!early_leases_answer(el, NULL, &msg, v - 1, &both, &renewed) && !renewed);
+        CHECK_STR(answer_of(el, "axt_n1", &msg, v - 1, &both, &renewed), "lease_only");
         early_leases_free(el);
 }
 

@@ -63,6 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(a.n_ranks <= WIRE_MAX_RANKS);
         /* A short answer lists nothing: the agent keeps the last whole one. */
         FUZZ_ASSERT(!a.unchanged || a.n_ranks == 0);
+        FUZZ_ASSERT(!a.lease_only || (!a.unchanged && a.n_ranks == 0));
         for (size_t i = 0; i < a.n_ranks; i++)
                 fuzz_desired(&a, &a.ranks[i]);
         wire_sync_answer_clear(&a);
