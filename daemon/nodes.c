@@ -112,7 +112,9 @@ int ctl_node_register(Controller *ctl, const WireRegister *msg, Node **ret_node,
         HealthSeen seen = {.kind = HEALTH_SEEN_REGISTER,
                            .node = node->name,
                            .boot_changed = !fresh && node->boot_id && msg->boot_id &&
-                                           strcmp(node->boot_id, msg->boot_id) != 0};
+                                           strcmp(node->boot_id, msg->boot_id) != 0,
+                           .agent_replaced = !fresh && node->agent_id &&
+                                             !util_streq_ptr(node->agent_id, msg->agent_id)};
         HealthFinding f;
         if (health_detect(&seen, &f))
                 node_finding(ctl, node, &f);

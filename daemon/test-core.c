@@ -625,6 +625,43 @@ static void test_hostile_node(void) {
         ctl_free(ctl);
 }
 
+/* One node name, one agent (DESIGN §4b): another agent that takes the node over once the
+ * lease has run out, before the tick has declared the node down, starts none of the old
+ * agent's ranks again: they fenced themselves, and their attempt is over. */
+static void test_takeover_ends_attempts(void) {
+        Controller *ctl = controller("takeover");
+        Node *n1 = node_register(ctl, "n1");
+        Job *job = submit(ctl, "dave", 1);
+        wait_for_scheduler(ctl);
+        CHECK(ctl_end_turn(ctl) == 0);
+        WireRankReport run = {
+                .job = job->id, .attempt = 1, .rank = 0, .pid = 7, .exit_code = -1, .step = -1};
+        sync_ranks(ctl, n1, &run, 1);
+        CHECK_INT(job->state, JOB_RUNNING);
+        CHECK(ctl_end_turn(ctl) == 0);
+        /* The same agent again (restarted, its state directory kept) re-adopts them. */
+        node_register(ctl, "n1");
+        CHECK_INT(job->state, JOB_RUNNING);
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
+        WireRegister second = {
+                .node = "n1", .boot_id = "boot-1", .agent_id = "agent-2", .inventory = inv};
+        Node *ret = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_register(ctl, &second, &ret, &err) == -EBUSY); /* lease live */
+        CHECK_INT(job->state, JOB_RUNNING);
+        n1->last_sync_mono -= ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1; /* silent since */
+        CHECK(ctl_node_register(ctl, &second, &ret, &err) == 0);
+        json_decref(inv);
+        CHECK(!job->ranks[0].alive);
+        CHECK_INT(job->state, JOB_RESTARTING);
+        CHECK_INT(job_current_attempt(job)->end_reason, END_NODE_LOST);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(ctl->turn.n_illegal, 0);
+        ctl_free(ctl);
+}
+
 /* A controller killed mid-turn (its transaction open, not committed) comes back with
  * what was committed before and nothing of the turn it was in. */
 static void test_killed_mid_turn(void) {
@@ -1381,6 +1418,7 @@ int main(void) {
         test_controller_turns();
         test_failed_turn();
         test_hostile_node();
+        test_takeover_ends_attempts();
         test_killed_mid_turn();
         test_start_timeout_and_restart();
         test_restart_keeps_nodes();

@@ -133,6 +133,7 @@ typedef struct HealthSeen {
         int64_t silent_ms, lease_ms, grace_ms;
         /* HEALTH_SEEN_REGISTER */
         bool boot_changed;
+        bool agent_replaced; /* another agent than the one that held the node */
 } HealthSeen;
 
 typedef enum HealthScope {

@@ -88,6 +88,10 @@ static void test_detectors(void) {
         CHECK_INT(f.node_state, _NODE_STATE_INVALID);
         reboot.boot_changed = false;
         CHECK(!health_detect(&reboot, &f));
+        reboot.agent_replaced = true; /* another agent took the node */
+        CHECK(health_detect(&reboot, &f));
+        CHECK(f.ranks_gone);
+        CHECK_INT(f.reason, END_NODE_LOST);
 
         /* Every registered detector has a name, and names are unique. */
         int n = 0;
@@ -96,7 +100,7 @@ static void test_detectors(void) {
                 for (int k = 0; k < i; k++)
                         CHECK(strcmp(health_detectors[i]->name, health_detectors[k]->name) != 0);
         }
-        CHECK_INT(n, 8);
+        CHECK_INT(n, 9);
 }
 
 static json_t *rules_json(const char *text) {

@@ -16,8 +16,11 @@ extern const HealthDetector health_detector_hang;
 extern const HealthDetector health_detector_node_check;
 extern const HealthDetector health_detector_lease;
 extern const HealthDetector health_detector_reboot;
+extern const HealthDetector health_detector_agent_replaced;
 extern const HealthDetector health_detector_start_timeout;
 
+/* One detector a line. */
+/* clang-format off */
 const HealthDetector *const health_detectors[] = {
         &health_detector_failure_rule,
         &health_detector_rank_exit,
@@ -26,9 +29,11 @@ const HealthDetector *const health_detectors[] = {
         &health_detector_node_check,
         &health_detector_lease,
         &health_detector_reboot,
+        &health_detector_agent_replaced,
         &health_detector_start_timeout,
         NULL,
 };
+/* clang-format on */
 
 _Static_assert(
         sizeof(HealthFinding) - offsetof(HealthFinding, detail) - HEALTH_DETAIL_MAX <

@@ -173,8 +173,9 @@ class ContainmentTest(axtest.ClusterTestCase):
         c.wait_job(job.id)
 
     def test_one_node_name_one_agent(self):
-        # A lease that outlasts a controller restart while the holder is stopped.
-        c = self.start_cluster(2, lease_ms=4000, grace_ms=1000)
+        # A lease that outlasts a controller restart while the holder is stopped, with
+        # seconds to spare for a sanitizer build's agent to come back after SIGCONT.
+        c = self.start_cluster(2, lease_ms=6000, grace_ms=1000)
         job = c.work_job("claim", ranks=1, steps=160, step_ms=50, checkpoint_every=5)
         job.id = c.submit(job.spec)["id"]
         node = c.wait_running(job.id)[0]["node"]

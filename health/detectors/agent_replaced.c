@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Another agent took a node over once its holder's lease had run out (DESIGN §4b). The
+ * holder's ranks fenced themselves by then, and the newcomer cannot know them: they are
+ * lost, and so are their attempts, even when the takeover comes before the lease
+ * detector's tick has declared the node down.
+ */
+#include <stdio.h>
+
+#include "health.h"
+
+static bool detect(const HealthSeen *s, HealthFinding *f) {
+        if (s->kind != HEALTH_SEEN_REGISTER || !s->agent_replaced)
+                return false;
+        f->reason = END_NODE_LOST;
+        f->cls = FAILURE_NODE;
+        f->scope = HEALTH_SCOPE_NODE;
+        f->ranks_gone = true;
+        snprintf(f->detail, sizeof(f->detail), "node taken over by another agent");
+        return true;
+}
+
+const HealthDetector health_detector_agent_replaced = {.name = "agent_replaced", .detect = detect};
