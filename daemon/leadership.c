@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -118,4 +120,64 @@ void leadership_resign(Leadership *l) {
         int r = store_resign(l->store);
         if (r < 0)
                 log_warning("cannot give the lead up: %s", strerror(-r));
+}
+
+struct LeadershipRenewer {
+        Leadership *lead;
+        Leadership own; /* the same leadership, on a Store of its own */
+        int stop_fd; /* eventfd */
+        pthread_t thread;
+        bool lost;
+};
+
+static void *renewer_run(void *userdata) {
+        LeadershipRenewer *r = userdata;
+        for (;;) {
+                int64_t wait = leadership_deadline_ms(&r->own) - util_now_ms();
+                struct pollfd p = {.fd = r->stop_fd, .events = POLLIN};
+                if (poll(&p, 1, wait > 0 ? (int) wait : 0) > 0)
+                        return NULL;
+                if (!leadership_keep(&r->own)) {
+                        r->lost = true;
+                        return NULL;
+                }
+        }
+}
+
+int leadership_renewer_start(Leadership *l, const char *db_target, LeadershipRenewer **ret) {
+        LeadershipRenewer *r = xcalloc(1, sizeof(*r));
+        r->lead = l;
+        r->own = *l;
+        r->own.store = NULL;
+        r->stop_fd = -1;
+        int e = store_open(db_target, &r->own.store);
+        if (e >= 0)
+                e = store_lead_share(l->store, r->own.store);
+        if (e >= 0 && (r->stop_fd = eventfd(0, EFD_CLOEXEC)) < 0)
+                e = -errno;
+        if (e >= 0)
+                e = -pthread_create(&r->thread, NULL, renewer_run, r);
+        if (e < 0) {
+                store_close(r->own.store);
+                if (r->stop_fd >= 0)
+                        close(r->stop_fd);
+                free(r);
+                return e;
+        }
+        *ret = r;
+        return 0;
+}
+
+bool leadership_renewer_stop(LeadershipRenewer *r) {
+        uint64_t one = 1;
+        (void) !write(r->stop_fd, &one, sizeof(one));
+        pthread_join(r->thread, NULL);
+        /* Its renewals are l's: the next is due when its own would have been. */
+        r->lead->valid_until_ms = r->own.valid_until_ms;
+        r->lead->next_renew_ms = r->own.next_renew_ms;
+        bool kept = !r->lost;
+        store_close(r->own.store);
+        close(r->stop_fd);
+        free(r);
+        return kept;
 }

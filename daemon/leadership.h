@@ -36,3 +36,14 @@ bool leadership_keep(Leadership *l);
 int64_t leadership_deadline_ms(const Leadership *l);
 /* Gives the lease up so that a follower takes over at once (a clean shutdown). */
 void leadership_resign(Leadership *l);
+
+/*
+ * Renews l's lease on a connection and a thread of their own while l's store is busy for
+ * longer than the lease lasts (the load of the state, seconds at 100,000 jobs): else a
+ * follower takes the lead meanwhile, the load's writes are fenced, and the two can take
+ * it from each other in turn. Nothing else may use l until leadership_renewer_stop, which
+ * returns false when the leadership was lost meanwhile. 0 or -errno.
+ */
+typedef struct LeadershipRenewer LeadershipRenewer;
+int leadership_renewer_start(Leadership *l, const char *db_target, LeadershipRenewer **ret);
+bool leadership_renewer_stop(LeadershipRenewer *r);

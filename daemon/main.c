@@ -748,10 +748,23 @@ int main(int argc, char **argv) {
         if (early_leases_load(store, settings.auth, cfg.lease_ms, cfg.sync_period_ms,
                               settings.leader_elect ? lead.valid_until_ms : 0, &leases) < 0)
                 log_warning("cannot read the stored nodes: agents wait for the state to load");
+        LeadershipRenewer *renewer = NULL;
+        if (settings.leader_elect &&
+            (r = leadership_renewer_start(&lead, cfg.db_path, &renewer)) < 0)
+                log_warning("cannot renew the leader's lease while the state loads: %s (%s)",
+                            strerror(-r), store_last_error(NULL));
         r = load_state(&cfg, store, api, leases, &ctl);
         leases = early_leases_free(leases);
+        if (renewer && !leadership_renewer_stop(renewer) && r >= 0) {
+                /* Another controller leads: what was loaded is not ours to act on. */
+                ctl_free(ctl);
+                r = -ESTALE;
+        }
         if (r < 0) {
-                log_error("cannot load state database %s: %s", db_name, strerror(-r));
+                if (r == -ESTALE)
+                        log_error("another controller took the lead while the state loaded");
+                else
+                        log_error("cannot load state database %s: %s", db_name, strerror(-r));
                 api_free(api);
                 return 1;
         }

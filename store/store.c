@@ -1164,6 +1164,15 @@ fail:
         return r;
 }
 
+int store_lead_share(const Store *leading, Store *other) {
+        if (!leading->leading || leading->fenced || other->leading || other->fenced)
+                return -EINVAL;
+        other->leading = true;
+        other->lead_token = leading->lead_token;
+        snprintf(other->lead_holder, sizeof(other->lead_holder), "%s", leading->lead_holder);
+        return 0;
+}
+
 int store_leader_get(Store *store, StoreLeader *ret) {
         return leader_read(store, false, ret);
 }

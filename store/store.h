@@ -253,6 +253,11 @@ typedef struct StoreLeader {
  * Store then stays fenced. 0: another leads. -errno on failure. */
 int store_lead(Store *store, const char *holder, const char *url, int64_t lease_ms,
                StoreLeader *ret);
+/* Makes other, a second Store on the same database, hold the leadership leading holds
+ * (its token and holder): store_lead on other then renews it, for a controller whose
+ * leading Store is busy for longer than the lease (the load of its state). -EINVAL when
+ * leading does not lead or other already took part in an election. */
+int store_lead_share(const Store *leading, Store *other);
 /* Reads the row (all zero/empty when none ever led). */
 int store_leader_get(Store *store, StoreLeader *ret);
 /* Ends this Store's lease now (expires now) if it leads, so a follower takes over at

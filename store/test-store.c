@@ -520,6 +520,34 @@ static void test_leadership(const char *target) {
         CHECK_INT(row.token, token + 3);
         CHECK_INT(put_job(a, 6), -ESTALE);
         CHECK_INT(put_job(a2, 7), 0);
+
+        /* A second Store that shares a2's leadership renews it without a new token, so
+         * a2's commits go on; it cannot share what it does not hold. */
+        Store *renewer = NULL;
+        CHECK_INT(store_open(target, &renewer), 0);
+        CHECK_INT(store_lead_share(a, renewer), -EINVAL); /* a is fenced */
+        CHECK_INT(store_lead_share(b, renewer), -EINVAL); /* b resigned */
+        CHECK_INT(store_lead_share(a2, renewer), 0);
+        CHECK_INT(store_lead_share(a2, renewer), -EINVAL); /* it leads already */
+        CHECK_INT(store_lead(renewer, "ctl-a", "http://a", 60000, &row), 1);
+        CHECK_INT(row.token, token + 3);
+        CHECK_INT(put_job(a2, 8), 0);
+        CHECK_INT(store_lead(a2, "ctl-a", "http://a", 60000, &row), 1);
+        CHECK_INT(row.token, token + 3);
+        /* Deposed, both are fenced. */
+        CHECK_INT(store_lead(renewer, "ctl-a", "http://a", 1, NULL), 1);
+        for (int i = 0; i < 200 && row.expires_in_ms > 0; i++) {
+                usleep(5000);
+                CHECK_INT(store_leader_get(b, &row), 0);
+        }
+        CHECK_INT(store_lead(b, "ctl-b", "http://b", 60000, &row), -ESTALE); /* b resigned */
+        Store *c = NULL;
+        CHECK_INT(store_open(target, &c), 0);
+        CHECK_INT(store_lead(c, "ctl-c", "http://c", 60000, &row), 1);
+        CHECK_INT(store_lead(renewer, "ctl-a", "http://a", 60000, NULL), -ESTALE);
+        CHECK_INT(put_job(a2, 9), -ESTALE);
+        store_close(c);
+        store_close(renewer);
         store_close(a);
         store_close(a2);
         store_close(b);

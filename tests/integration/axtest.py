@@ -684,8 +684,9 @@ class Cluster:
             argv += ["--grace-ms", str(self.grace_ms)]
         return argv + self.controller_args
 
-    def start_controller(self, port=0, timeout=20):
-        """Starts axctld and waits for its `listening on http://...` line."""
+    def start_controller(self, port=0, timeout=20, wait_serving=True):
+        """Starts axctld and waits for its `listening on http://...` line, then (unless
+        not wait_serving) for its /healthz, which waits for the state to load."""
         listen = "127.0.0.1:%d" % port
         # In the cluster's directory: with a URL for --db, axctld keeps its log-link key
         # in its working directory.
@@ -721,7 +722,8 @@ class Cluster:
         self.port = int(self.url.rsplit(":", 1)[1])
         for relay in self.relays.values():
             relay.retarget(self.port)
-        wait_for(lambda: self.api("GET", "/healthz")[0] == 200, 10, "GET /healthz")
+        if wait_serving:
+            wait_for(lambda: self.api("GET", "/healthz")[0] == 200, 10, "GET /healthz")
         return self.url
 
     def kill_controller(self):
@@ -1066,6 +1068,22 @@ def create_token(db, *args):
     return p.stdout.strip()
 
 
+def grow_queue(path, job, jobs, prepare=None):
+    """Fills the database at path, with no controller on it, with queued copies of job up
+    to id `jobs`; prepare(db) may change it further (sqlite3) before the commit."""
+    db = sqlite3.connect(path)
+    rows = db.execute("SELECT name, project, user, priority, spec, created_ms FROM job"
+                      " WHERE id = ?", (job["id"],)).fetchone()
+    db.executemany("INSERT INTO job (id, name, project, user, priority, spec, state,"
+                   " attempt, restarts, reason, created_ms, queued_ms)"
+                   " VALUES (?,?,?,?,?,?,'pending',0,0,'',?,?)",
+                   ((i,) + rows + (rows[-1],) for i in range(job["id"] + 1, jobs + 1)))
+    if prepare:
+        prepare(db)
+    db.commit()
+    db.close()
+
+
 def restart_loading(test, c, descriptors=None, jobs=120000, job=None, prepare=None,
                     backlog=16):
     """Stops c's controller and starts another, with c's arguments, on c's database grown
@@ -1077,17 +1095,7 @@ def restart_loading(test, c, descriptors=None, jobs=120000, job=None, prepare=No
     path."""
     job = job or c.submit({"command": ["true"], "ranks": 1})
     c.controller.terminate()
-    db = sqlite3.connect(c.db)
-    rows = db.execute("SELECT name, project, user, priority, spec, created_ms FROM job"
-                      " WHERE id = ?", (job["id"],)).fetchone()
-    db.executemany("INSERT INTO job (id, name, project, user, priority, spec, state,"
-                   " attempt, restarts, reason, created_ms, queued_ms)"
-                   " VALUES (?,?,?,?,?,?,'pending',0,0,'',?,?)",
-                   ((i,) + rows + (rows[-1],) for i in range(job["id"] + 1, jobs + 1)))
-    if prepare:
-        prepare(db)
-    db.commit()
-    db.close()
+    grow_queue(c.db, job, jobs, prepare)
     listener = socket.socket()
     test.addCleanup(listener.close)
     listener.bind(("127.0.0.1", 0))

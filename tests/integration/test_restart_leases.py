@@ -143,6 +143,45 @@ class RestartLeasesTest(axtest.ClusterTestCase):
         self.assertIsNone(proc.poll(), "the controller exited")
 
 
+    def test_a_leader_answers_from_the_database_while_it_loads(self):
+        """With --leader-elect the early answers stop where the leadership taken before
+        the load may lapse (daemon/main.c hands its end to early_leases_load): a
+        leadership taken just now still covers the first second of the load."""
+        c = self.c
+        self.port = c.port
+        job = c.submit({"command": ["true"], "ranks": 1, "resources": {"cpus": 64}})
+        conn = self.connect()
+        self.send(conn, "n1", "/v1/agent/register",
+                  {"node": "n1", "address": "127.0.0.1:9", "boot_id": "boot-1",
+                   "agent_id": "agent-n1", "inventory": {"cpus": 8}})
+        self.assertEqual(self.answer(conn)[0], 200)
+        self.send(conn, "n1", sync_path(0), self.sync_body("n1"))
+        status, ans = self.answer(conn)
+        self.assertEqual(status, 200, ans)
+        version = ans["version"]
+        c.controller_args = c.controller_args + ["--leader-elect", "--leader-lease-ms", "3000"]
+        proc, self.port, self.stderr = axtest.restart_loading(self, c, job=job,
+                                                              jobs=120000 + job["id"])
+        axtest.wait_for(lambda: "serving up to" in self.log(), 30,
+                        "the HTTP server to start", interval=0.005)
+        self.assertIn("stands for leader", self.log())
+        conn = self.connect()
+        self.send(conn, "n1", sync_path(version), self.sync_body("n1"))
+        status, ans = self.answer(conn)
+        self.assertFalse(self.loaded(), "the load was over before the first answer")
+        self.assertEqual(status, 200, ans)
+        self.assertEqual(ans.get("unchanged"), True, ans)
+        self.assertEqual(ans["version"], version)
+        # Once loaded, the leader answers whole and goes on leading.
+        self.send(conn, "n1", sync_path(version), self.sync_body("n1"))
+        status, ans = self.answer(conn)
+        self.assertTrue(self.loaded())
+        self.assertEqual(status, 200, ans)
+        conn.request("GET", "/healthz")
+        self.assertEqual(self.answer(conn)[1].get("role"), "leader")
+        self.assertIsNone(proc.poll(), "the controller exited")
+
+
 class ManyRenewedTest(axtest.ClusterTestCase):
     def test_every_renewed_agent_is_answered_after_the_load(self):
         """The loaded controller reads the renewed agents' next syncs a bounded number a
