@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -125,9 +126,10 @@ void leadership_resign(Leadership *l) {
 struct LeadershipRenewer {
         Leadership *lead;
         Leadership own; /* the same leadership, on a Store of its own */
+        int64_t max_ms, until_ms; /* no renewal after until_ms (monotonic) */
         int stop_fd; /* eventfd */
         pthread_t thread;
-        bool lost;
+        atomic_bool lost;
 };
 
 static void *renewer_run(void *userdata) {
@@ -137,17 +139,27 @@ static void *renewer_run(void *userdata) {
                 struct pollfd p = {.fd = r->stop_fd, .events = POLLIN};
                 if (poll(&p, 1, wait > 0 ? (int) wait : 0) > 0)
                         return NULL;
+                if (util_now_ms() >= r->until_ms) {
+                        log_error("the state did not load and serve a first turn within %lld "
+                                  "ms: the leader's lease is renewed no more",
+                                  (long long) r->max_ms);
+                        atomic_store(&r->lost, true);
+                        return NULL;
+                }
                 if (!leadership_keep(&r->own)) {
-                        r->lost = true;
+                        atomic_store(&r->lost, true);
                         return NULL;
                 }
         }
 }
 
-int leadership_renewer_start(Leadership *l, const char *db_target, LeadershipRenewer **ret) {
+int leadership_renewer_start(Leadership *l, const char *db_target, int64_t max_ms,
+                             LeadershipRenewer **ret) {
         LeadershipRenewer *r = xcalloc(1, sizeof(*r));
         r->lead = l;
         r->own = *l;
+        r->max_ms = max_ms;
+        r->until_ms = util_now_ms() + max_ms;
         r->own.store = NULL;
         r->stop_fd = -1;
         int e = store_open(db_target, &r->own.store);
@@ -168,6 +180,10 @@ int leadership_renewer_start(Leadership *l, const char *db_target, LeadershipRen
         return 0;
 }
 
+bool leadership_renewer_lost(LeadershipRenewer *r) {
+        return atomic_load(&r->lost);
+}
+
 bool leadership_renewer_stop(LeadershipRenewer *r) {
         uint64_t one = 1;
         (void) !write(r->stop_fd, &one, sizeof(one));
@@ -175,7 +191,7 @@ bool leadership_renewer_stop(LeadershipRenewer *r) {
         /* Its renewals are l's: the next is due when its own would have been. */
         r->lead->valid_until_ms = r->own.valid_until_ms;
         r->lead->next_renew_ms = r->own.next_renew_ms;
-        bool kept = !r->lost;
+        bool kept = !atomic_load(&r->lost);
         store_close(r->own.store);
         close(r->stop_fd);
         free(r);

@@ -39,11 +39,15 @@ void leadership_resign(Leadership *l);
 
 /*
  * Renews l's lease on a connection and a thread of their own while l's store is busy for
- * longer than the lease lasts (the load of the state, seconds at 100,000 jobs): else a
- * follower takes the lead meanwhile, the load's writes are fenced, and the two can take
- * it from each other in turn. Nothing else may use l until leadership_renewer_stop, which
- * returns false when the leadership was lost meanwhile. 0 or -errno.
+ * longer than the lease lasts (the load of the state and the first turn after it, seconds
+ * at 100,000 jobs): else a follower takes the lead meanwhile, the load's writes are
+ * fenced, and the two can take it from each other in turn. It renews for max_ms at most,
+ * so that a load stuck for good hands the lead over. l must not be renewed elsewhere until
+ * leadership_renewer_stop, which returns false when the leadership was lost meanwhile
+ * (as leadership_renewer_lost tells at any time). 0 or -errno.
  */
 typedef struct LeadershipRenewer LeadershipRenewer;
-int leadership_renewer_start(Leadership *l, const char *db_target, LeadershipRenewer **ret);
+int leadership_renewer_start(Leadership *l, const char *db_target, int64_t max_ms,
+                             LeadershipRenewer **ret);
+bool leadership_renewer_lost(LeadershipRenewer *r);
 bool leadership_renewer_stop(LeadershipRenewer *r);

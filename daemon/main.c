@@ -498,6 +498,9 @@ typedef struct StateLoad {
 
 /* Below the HTTP server's priority, on a core they share: the agents' answers first. */
 #define LOAD_NICE 10
+/* A leader's lease is renewed for the load and its first turn this long at most (seconds
+ * at 100,000 jobs): a load stuck for good hands the lead over. */
+#define LOAD_RENEW_MAX_MS 60000
 
 static void *state_load_run(void *p) {
         StateLoad *l = p;
@@ -748,21 +751,24 @@ int main(int argc, char **argv) {
         if (early_leases_load(store, settings.auth, cfg.lease_ms, cfg.sync_period_ms,
                               settings.leader_elect ? lead.valid_until_ms : 0, &leases) < 0)
                 log_warning("cannot read the stored nodes: agents wait for the state to load");
+        /* Until the first turn has ended: the one store is the load's, then the turn's. */
         LeadershipRenewer *renewer = NULL;
         if (settings.leader_elect &&
-            (r = leadership_renewer_start(&lead, cfg.db_path, &renewer)) < 0)
-                log_warning("cannot renew the leader's lease while the state loads: %s (%s)",
-                            strerror(-r), store_last_error(NULL));
+            (r = leadership_renewer_start(&lead, cfg.db_path, LOAD_RENEW_MAX_MS, &renewer)) < 0)
+                log_warning("cannot renew the leader's lease while the state loads: %s",
+                            strerror(-r));
         r = load_state(&cfg, store, api, leases, &ctl);
         leases = early_leases_free(leases);
-        if (renewer && !leadership_renewer_stop(renewer) && r >= 0) {
-                /* Another controller leads: what was loaded is not ours to act on. */
+        if (r >= 0 && renewer && leadership_renewer_lost(renewer)) {
+                /* What was loaded is not ours to act on. */
                 ctl_free(ctl);
                 r = -ESTALE;
         }
         if (r < 0) {
+                if (renewer)
+                        leadership_renewer_stop(renewer);
                 if (r == -ESTALE)
-                        log_error("another controller took the lead while the state loaded");
+                        log_error("the lead was lost while the state loaded");
                 else
                         log_error("cannot load state database %s: %s", db_name, strerror(-r));
                 api_free(api);
@@ -772,6 +778,8 @@ int main(int argc, char **argv) {
         if (ctl_quota_reload(ctl, &quota_error) < 0 ||
             ctl_failure_rules_reload(ctl, &rules_error) < 0) {
                 fprintf(stderr, "axctld: %s\n", quota_error ? quota_error : rules_error);
+                if (renewer)
+                        leadership_renewer_stop(renewer);
                 api_free(api);
                 ctl_free(ctl);
                 return 2;
@@ -855,7 +863,8 @@ int main(int argc, char **argv) {
                 }
                 /* Between turns, outside a transaction: a leader that lost its lease must
                  * not answer from what it holds in memory any more. */
-                if (settings.leader_elect && !stop_at && !leadership_keep(&lead)) {
+                if (settings.leader_elect && !stop_at &&
+                    (renewer ? leadership_renewer_lost(renewer) : !leadership_keep(&lead))) {
                         r = -ESTALE;
                         break;
                 }
@@ -865,6 +874,17 @@ int main(int argc, char **argv) {
                         ctl_tick(ctl);
                 bool wrote = ctl_turn_has_writes(ctl);
                 int ended = ctl_end_turn(ctl);
+                if (renewer) {
+                        /* The first turn (a whole pass, the reconnecting fleet's answers)
+                         * is over: the store is free for leadership_keep again. */
+                        bool lost = !leadership_renewer_stop(renewer);
+                        renewer = NULL;
+                        if (lost && ended >= 0) {
+                                log_error("the lead was lost during the first turn");
+                                r = -ESTALE;
+                                break;
+                        }
+                }
                 if (ended == -ESTALE) {
                         /* Fenced: another controller leads and has loaded the state; this
                          * turn is rolled back and its requests get 503. */
@@ -896,6 +916,8 @@ int main(int argc, char **argv) {
                         next_status = now + STATUS_PERIOD_MS;
                 }
         }
+        if (renewer)
+                leadership_renewer_stop(renewer); /* stopped before the first turn ended */
         sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
         log_info("shutting down");
         api_free(api);

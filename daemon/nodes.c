@@ -420,6 +420,15 @@ int ctl_node_sync(Controller *ctl, const WireSync *msg, uint64_t applied_version
         }
         if (node_claim_check(ctl, node, msg->agent_id, err) < 0)
                 return -EBUSY;
+        if (node->agent_id && !util_streq_ptr(node->agent_id, msg->agent_id)) {
+                /* The holder's lease ran out: another agent takes the node over only by
+                 * registering, which ends the holder's attempts there (agent_replaced)
+                 * and makes it the holder. */
+                ctl_error_set(err, CTL_ERR_UNKNOWN_NODE, NULL,
+                              "node %s is registered to another agent: register to take it over",
+                              msg->node);
+                return -ENOENT;
+        }
         if (node->boot_id && msg->boot_id && strcmp(node->boot_id, msg->boot_id) != 0) {
                 /* The host rebooted since it registered: it must register again, which
                  * declares every rank of the earlier boot lost before any starts. */

@@ -652,12 +652,23 @@ static void test_takeover_ends_attempts(void) {
         CHECK(ctl_node_register(ctl, &second, &ret, &err) == -EBUSY); /* lease live */
         CHECK_INT(job->state, JOB_RUNNING);
         n1->last_sync_mono -= ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1; /* silent since */
+        /* Not by a sync: it must register, which ends the holder's attempts there. */
+        WireSync sync2 = {
+                .node = "n1", .boot_id = "boot-1", .agent_id = "agent-2", .healthy = true};
+        CHECK(ctl_node_sync(ctl, &sync2, 0, NULL, &ret, &err) == -ENOENT);
+        CHECK_INT(err.code, CTL_ERR_UNKNOWN_NODE);
+        CHECK_INT(job->state, JOB_RUNNING);
         CHECK(ctl_node_register(ctl, &second, &ret, &err) == 0);
         json_decref(inv);
         CHECK(!job->ranks[0].alive);
         CHECK_INT(job->state, JOB_RESTARTING);
         CHECK_INT(job_current_attempt(job)->end_reason, END_NODE_LOST);
+        CHECK_INT(n1->state, NODE_READY); /* down, then registered again: not quarantined */
         CHECK(ctl_end_turn(ctl) == 0);
+        /* The old agent, back, is refused while the new one's lease runs. */
+        WireSync sync1 = {
+                .node = "n1", .boot_id = "boot-1", .agent_id = "agent-1", .healthy = true};
+        CHECK(ctl_node_sync(ctl, &sync1, 0, NULL, &ret, &err) == -EBUSY);
         CHECK_INT(ctl->turn.n_illegal, 0);
         ctl_free(ctl);
 }

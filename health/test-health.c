@@ -91,6 +91,7 @@ static void test_detectors(void) {
         reboot.agent_replaced = true; /* another agent took the node */
         CHECK(health_detect(&reboot, &f));
         CHECK(f.ranks_gone);
+        CHECK_INT(f.node_state, NODE_DOWN); /* as the lease detector would have */
         CHECK_INT(f.reason, END_NODE_LOST);
 
         /* Every registered detector has a name, and names are unique. */

@@ -130,15 +130,18 @@ static int migrate(StoreConn *c, const char *const *migrations, int n_migrations
 }
 
 /* Narrows an existing file of path+suffix to 0600 (owner's bits only). */
+/*
+ * Never a descriptor that could release locks: closing any descriptor of a file drops
+ * every POSIX lock this process holds on it, SQLite's included, when another Store of
+ * this process has the database open (a leader's lease renewed while its state loads).
+ * Another process then takes the -shm for unused and truncates it under our mapping.
+ * O_PATH descriptors are the exception, and chmod by name does not follow a link here.
+ */
 static void narrow_mode(const char *path, const char *suffix) {
         _cleanup_free_ char *name = xasprintf("%s%s", path, suffix);
-        int fd = open(name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
-        if (fd < 0)
-                return;
         struct stat st;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07177) != 0)
-                (void) fchmod(fd, st.st_mode & 0600);
-        close(fd);
+        if (lstat(name, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07177) != 0)
+                (void) fchmodat(AT_FDCWD, name, st.st_mode & 0600, AT_SYMLINK_NOFOLLOW);
 }
 
 /*
@@ -302,7 +305,7 @@ static int sqlite_open(const char *path, const char *const *migrations, int n_mi
         checkpointer_init(&c->checkpointer, c);
         if ((r = migrate(c, migrations, n_migrations, version)) < 0)
                 goto fail;
-        c->file_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        c->file_fd = open(path, O_PATH | O_CLOEXEC); /* see narrow_mode */
         if (c->file_fd < 0) {
                 r = -errno;
                 goto fail;

@@ -15,6 +15,10 @@ static bool detect(const HealthSeen *s, HealthFinding *f) {
         f->reason = END_NODE_LOST;
         f->cls = FAILURE_NODE;
         f->scope = HEALTH_SCOPE_NODE;
+        /* As the lease detector would have found a moment later: down, so that the
+         * attempts it ends blame it without quarantining it; the registration that
+         * follows makes it ready again. */
+        f->node_state = NODE_DOWN;
         f->ranks_gone = true;
         snprintf(f->detail, sizeof(f->detail), "node taken over by another agent");
         return true;
