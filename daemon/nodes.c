@@ -37,15 +37,22 @@ Node **ctl_nodes(Controller *ctl, int *ret_n) {
  */
 static void node_finding(Controller *ctl, Node *node, const HealthFinding *f) {
         Turn *t = &ctl->turn;
+        bool held = node->state == NODE_DRAINING || node->state == NODE_DRAINED ||
+                    node->state == NODE_QUARANTINED;
         if (f->node_state != _NODE_STATE_INVALID) {
                 if (node->state == f->node_state)
                         return; /* known already */
-                if (tr_node_allowed(node->state, f->node_state))
+                if (f->node_state == NODE_DOWN && held)
+                        /* An operator's drain and a quarantine outlive the node's absence,
+                         * as Slurm's drain outlives a reboot: it comes back as it was. */
+                        turn_event(t, 0, node->name, "node_lost", "%s, %s", f->detail,
+                                   node_state_to_string(node->state));
+                else if (tr_node_allowed(node->state, f->node_state))
                         tr_node(t, node, f->node_state, f->detail);
                 else if (node->state != NODE_QUARANTINED)
                         return; /* draining or drained: nothing new goes there anyway */
-                /* A quarantined node stays so until an operator says otherwise, but what
-                 * runs there still ends. */
+                /* A node held stays so until an operator says otherwise, but what runs
+                 * there still ends. */
         }
         /* Every rank that may still run there is alive, so the node's jobs hold them. */
         int n_jobs;

@@ -673,6 +673,36 @@ static void test_takeover_ends_attempts(void) {
         ctl_free(ctl);
 }
 
+/* A drained node that goes silent, and a quarantined one taken over by another agent,
+ * come back as they were: an operator's word outlives the node's absence. */
+static void test_held_nodes_stay_held(void) {
+        Controller *ctl = controller("held");
+        Node *n1 = node_register(ctl, "n1");
+        Node *ret = NULL;
+        CtlError err = {0};
+        CHECK(ctl_node_drain(ctl, "n1", false, &ret, &err) == 0);
+        CHECK_INT(n1->state, NODE_DRAINING);
+        n1->last_sync_mono -= ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1;
+        ctl_tick(ctl);
+        CHECK_INT(n1->state, NODE_DRAINING);
+        node_register(ctl, "n1");
+        CHECK_INT(n1->state, NODE_DRAINING);
+        CHECK(ctl_end_turn(ctl) == 0);
+
+        CHECK(ctl_node_undrain(ctl, "n1", &ret, &err) == 0);
+        tr_node(&ctl->turn, n1, NODE_QUARANTINED, "blamed (test)");
+        n1->last_sync_mono -= ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1;
+        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
+        WireRegister other = {
+                .node = "n1", .boot_id = "boot-1", .agent_id = "agent-2", .inventory = inv};
+        CHECK(ctl_node_register(ctl, &other, &ret, &err) == 0);
+        json_decref(inv);
+        CHECK_INT(n1->state, NODE_QUARANTINED);
+        CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(ctl->turn.n_illegal, 0);
+        ctl_free(ctl);
+}
+
 /* A controller killed mid-turn (its transaction open, not committed) comes back with
  * what was committed before and nothing of the turn it was in. */
 static void test_killed_mid_turn(void) {
@@ -1430,6 +1460,7 @@ int main(void) {
         test_failed_turn();
         test_hostile_node();
         test_takeover_ends_attempts();
+        test_held_nodes_stay_held();
         test_killed_mid_turn();
         test_start_timeout_and_restart();
         test_restart_keeps_nodes();
