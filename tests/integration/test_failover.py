@@ -190,7 +190,7 @@ class FailoverTest(axtest.ClusterTestCase):
         with open(a.controller.stderr_path) as f:
             self.assertIn("another controller", f.read())
 
-    LOAD_LEASE_MS = 800
+    LOAD_LEASE_MS = 600
 
     def long_loading_leader(self):
         """A leader loading 250,000 queued jobs (two seconds or more, several of its
