@@ -129,13 +129,13 @@ static int migrate(StoreConn *c, const char *const *migrations, int n_migrations
         return 0;
 }
 
-/* Narrows an existing file of path+suffix to 0600 (owner's bits only). */
 /*
- * Never a descriptor that could release locks: closing any descriptor of a file drops
- * every POSIX lock this process holds on it, SQLite's included, when another Store of
- * this process has the database open (a leader's lease renewed while its state loads).
- * Another process then takes the -shm for unused and truncates it under our mapping.
- * O_PATH descriptors are the exception, and chmod by name does not follow a link here.
+ * Narrows an existing file of path+suffix to 0600 (owner's bits only), by name: closing
+ * any descriptor of a file drops every POSIX lock this process holds on it, SQLite's
+ * included, when another Store of this process has the database open (a leader's lease
+ * renewed while its state loads), and another process then takes the -shm for unused and
+ * truncates it under our mapping. O_PATH descriptors are the exception (the identity
+ * descriptor below); AT_SYMLINK_NOFOLLOW leaves a link alone.
  */
 static void narrow_mode(const char *path, const char *suffix) {
         _cleanup_free_ char *name = xasprintf("%s%s", path, suffix);
