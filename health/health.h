@@ -169,6 +169,10 @@ extern const HealthDetector *const health_detectors[];
 
 /* Asks the detectors in registry order; the first finding wins. */
 bool health_detect(const HealthSeen *seen, HealthFinding *ret);
+/* For a detector: f finds the whole node lost, with every rank on it dead (fenced,
+ * rebooted), moving it to node_state (_NODE_STATE_INVALID: where it is). */
+__attribute__((format(printf, 3, 4))) void
+health_find_node_lost(HealthFinding *f, NodeState node_state, const char *fmt, ...);
 
 /* A node's record of failures, kept by the controller and updated by health_judge. */
 typedef struct HealthHistory {

@@ -2,6 +2,7 @@
 /* Failure classes, restart, backoff, lease and quarantine policy; see health.h. */
 #include "health.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -155,4 +156,16 @@ bool health_blame_record(int64_t *times, int *n, int cap, int64_t now_ms, int64_
                 if (now_ms - times[i] <= window_ms)
                         recent++;
         return recent >= threshold;
+}
+
+void health_find_node_lost(HealthFinding *f, NodeState node_state, const char *fmt, ...) {
+        f->reason = END_NODE_LOST;
+        f->cls = FAILURE_NODE;
+        f->scope = HEALTH_SCOPE_NODE;
+        f->node_state = node_state;
+        f->ranks_gone = true;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->detail, sizeof(f->detail), fmt, ap);
+        va_end(ap);
 }

@@ -5,22 +5,16 @@
  * lost, and so are their attempts, even when the takeover comes before the lease
  * detector's tick has declared the node down.
  */
-#include <stdio.h>
 
 #include "health.h"
 
 static bool detect(const HealthSeen *s, HealthFinding *f) {
         if (s->kind != HEALTH_SEEN_REGISTER || !s->agent_replaced)
                 return false;
-        f->reason = END_NODE_LOST;
-        f->cls = FAILURE_NODE;
-        f->scope = HEALTH_SCOPE_NODE;
         /* As the lease detector would have found a moment later: down, so that the
          * attempts it ends blame it without quarantining it; the registration that
          * follows makes it ready again. */
-        f->node_state = NODE_DOWN;
-        f->ranks_gone = true;
-        snprintf(f->detail, sizeof(f->detail), "node taken over by another agent");
+        health_find_node_lost(f, NODE_DOWN, "node taken over by another agent");
         return true;
 }
 

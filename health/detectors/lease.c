@@ -4,7 +4,6 @@
  * been killed by its own supervisor (the node lease, docs/ARCHITECTURE.md), so its
  * ranks count as gone and their attempts may be placed elsewhere.
  */
-#include <stdio.h>
 
 #include "health.h"
 
@@ -12,12 +11,7 @@ static bool detect(const HealthSeen *s, HealthFinding *f) {
         if (s->kind != HEALTH_SEEN_SILENCE ||
             !health_node_lost(0, s->silent_ms, s->lease_ms, s->grace_ms))
                 return false;
-        f->reason = END_NODE_LOST;
-        f->cls = FAILURE_NODE;
-        f->scope = HEALTH_SCOPE_NODE;
-        f->node_state = NODE_DOWN;
-        f->ranks_gone = true;
-        snprintf(f->detail, sizeof(f->detail), "no sync for %lld ms", (long long) s->silent_ms);
+        health_find_node_lost(f, NODE_DOWN, "no sync for %lld ms", (long long) s->silent_ms);
         return true;
 }
 
