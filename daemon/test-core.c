@@ -644,12 +644,9 @@ static void test_takeover_ends_attempts(void) {
         CHECK_INT(job->state, JOB_RUNNING);
         CHECK(ctl_end_turn(ctl) == 0);
 
-        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
-        WireRegister second = {
-                .node = "n1", .boot_id = "boot-1", .agent_id = "agent-2", .inventory = inv};
         Node *ret = NULL;
         CtlError err = {0};
-        CHECK(ctl_node_register(ctl, &second, &ret, &err) == -EBUSY); /* lease live */
+        CHECK(node_register_agent(ctl, "n1", "agent-2", &ret, &err) == -EBUSY); /* lease live */
         CHECK_INT(job->state, JOB_RUNNING);
         n1->last_sync_mono -= ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1; /* silent since */
         /* Not by a sync: it must register, which ends the holder's attempts there. */
@@ -658,8 +655,7 @@ static void test_takeover_ends_attempts(void) {
         CHECK(ctl_node_sync(ctl, &sync2, 0, NULL, &ret, &err) == -ENOENT);
         CHECK_INT(err.code, CTL_ERR_UNKNOWN_NODE);
         CHECK_INT(job->state, JOB_RUNNING);
-        CHECK(ctl_node_register(ctl, &second, &ret, &err) == 0);
-        json_decref(inv);
+        CHECK(node_register_agent(ctl, "n1", "agent-2", &ret, &err) == 0);
         CHECK(!job->ranks[0].alive);
         CHECK_INT(job->state, JOB_RESTARTING);
         CHECK_INT(job_current_attempt(job)->end_reason, END_NODE_LOST);
@@ -692,11 +688,7 @@ static void test_held_nodes_stay_held(void) {
         CHECK(ctl_node_undrain(ctl, "n1", &ret, &err) == 0);
         tr_node(&ctl->turn, n1, NODE_QUARANTINED, "blamed (test)");
         n1->last_sync_mono -= ctl->cfg.lease_ms + ctl->cfg.grace_ms + 1;
-        json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
-        WireRegister other = {
-                .node = "n1", .boot_id = "boot-1", .agent_id = "agent-2", .inventory = inv};
-        CHECK(ctl_node_register(ctl, &other, &ret, &err) == 0);
-        json_decref(inv);
+        CHECK(node_register_agent(ctl, "n1", "agent-2", &ret, &err) == 0);
         CHECK_INT(n1->state, NODE_QUARANTINED);
         CHECK(ctl_end_turn(ctl) == 0);
         CHECK_INT(ctl->turn.n_illegal, 0);

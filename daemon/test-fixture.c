@@ -58,17 +58,23 @@ void sql_on(const char *name, const char *sql) {
         sqlite3_close(db);
 }
 
-Node *node_register(Controller *ctl, const char *name) {
+int node_register_agent(Controller *ctl, const char *name, const char *agent_id, Node **ret,
+                        CtlError *err) {
         json_t *inv = json_pack("{s:i,s:i,s:[]}", "cpus", 8, "memory_mb", 1024, "accelerators");
         WireRegister msg = {.node = name,
                             .hostname = name,
                             .boot_id = "boot-1",
-                            .agent_id = "agent-1",
+                            .agent_id = agent_id,
                             .inventory = inv};
+        int r = ctl_node_register(ctl, &msg, ret, err);
+        json_decref(inv);
+        return r;
+}
+
+Node *node_register(Controller *ctl, const char *name) {
         Node *node = NULL;
         CtlError err = {0};
-        CHECK(ctl_node_register(ctl, &msg, &node, &err) == 0);
-        json_decref(inv);
+        CHECK(node_register_agent(ctl, name, "agent-1", &node, &err) == 0);
         return node;
 }
 

@@ -24,8 +24,11 @@ Controller *controller(const char *name);
 /* Runs sql on name's database outside the controller, as an operator or an older
  * axctld would. */
 void sql_on(const char *name, const char *sql);
-/* Registers node name: 8 CPUs, 1 GiB, no accelerators. */
+/* Registers node name: 8 CPUs, 1 GiB, no accelerators, from agent-1's agent. */
 Node *node_register(Controller *ctl, const char *name);
+/* The same from agent agent_id, which may be refused: ctl_node_register's result. */
+int node_register_agent(Controller *ctl, const char *name, const char *agent_id, Node **ret,
+                        CtlError *err);
 /* A spec of one rank in project p, by user. */
 json_t *one_rank_spec(const char *user);
 /* Submits spec (taken over), which must be accepted as a new job. */
