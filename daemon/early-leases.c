@@ -22,7 +22,9 @@ struct EarlyLeases {
         StrMap *claims; /* node name -> StoredClaim, of the nodes that keep a lease */
         StrMap *agent_tokens; /* token hash -> the node its valid agent token is bound to */
         bool auth;
-        int64_t lease_ms, sync_period_ms, until_ms;
+        int64_t lease_ms, sync_period_ms;
+        EarlyLeasesUntil until;
+        void *until_ctx;
         /* What the maps' values point to, freed with them. */
         StoredClaim **claim_list;
         size_t n_claims, cap_claims;
@@ -59,14 +61,15 @@ static int add_token(void *userdata, const StoreToken *t) {
 }
 
 int early_leases_load(Store *store, bool auth, int64_t lease_ms, int64_t sync_period_ms,
-                      int64_t until_ms, EarlyLeases **ret) {
+                      EarlyLeasesUntil until, void *until_ctx, EarlyLeases **ret) {
         EarlyLeases *el = xcalloc(1, sizeof(EarlyLeases));
         *el = (EarlyLeases){.claims = strmap_new(),
                             .agent_tokens = strmap_new(),
                             .auth = auth,
                             .lease_ms = lease_ms,
                             .sync_period_ms = sync_period_ms,
-                            .until_ms = until_ms};
+                            .until = until,
+                            .until_ctx = until_ctx};
         int r = store_nodes_load(store, add_claim, el);
         if (r >= 0 && auth)
                 r = store_tokens_list(store, add_token, el);
@@ -123,7 +126,7 @@ char *early_leases_answer(EarlyLeases *el, const char *token, const WireSync *ms
                       strcmp(claim->boot_id, msg->boot_id) == 0 &&
                       (!el->auth || util_streq_ptr(token_node(el, token), msg->node));
         *ret_renewed = stored && claim->renewed;
-        if (!stored || (el->until_ms && util_now_ms() >= el->until_ms))
+        if (!stored || (el->until && util_now_ms() >= el->until(el->until_ctx)))
                 return NULL;
         bool unchanged = claim->version == applied_version && accepts->unchanged;
         if (!unchanged && !accepts->lease_only)

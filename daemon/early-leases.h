@@ -28,13 +28,16 @@
 
 typedef struct EarlyLeases EarlyLeases;
 
+/* Monotonic ms at which the answers stop, asked at each answer: a leader's lease, which
+ * may be renewed or lost while the state loads. */
+typedef int64_t (*EarlyLeasesUntil)(void *ctx);
 /*
  * Reads the stored nodes and, when auth, the valid agent tokens. lease_ms and
- * sync_period_ms go into the answers. Answers stop at until_ms (monotonic; 0: never),
+ * sync_period_ms go into the answers. Answers stop at until(until_ctx) (NULL: never),
  * for a controller whose leadership may lapse while it loads. 0 or -errno.
  */
 int early_leases_load(Store *store, bool auth, int64_t lease_ms, int64_t sync_period_ms,
-                      int64_t until_ms, EarlyLeases **ret);
+                      EarlyLeasesUntil until, void *until_ctx, EarlyLeases **ret);
 EarlyLeases *early_leases_free(EarlyLeases *el);
 /* How many nodes keep a lease: the agents expected to reconnect. */
 size_t early_leases_nodes(const EarlyLeases *el);

@@ -130,7 +130,13 @@ struct LeadershipRenewer {
         int stop_fd; /* eventfd */
         pthread_t thread;
         atomic_bool lost;
+        _Atomic int64_t valid_until_ms; /* own.valid_until_ms, for other threads; 0: lost */
 };
+
+static void renewer_lose(LeadershipRenewer *r) {
+        atomic_store(&r->valid_until_ms, 0);
+        atomic_store(&r->lost, true);
+}
 
 static void *renewer_run(void *userdata) {
         LeadershipRenewer *r = userdata;
@@ -143,13 +149,14 @@ static void *renewer_run(void *userdata) {
                         log_error("the state did not load and serve a first turn within %lld "
                                   "ms: the leader's lease is renewed no more",
                                   (long long) r->max_ms);
-                        atomic_store(&r->lost, true);
+                        renewer_lose(r);
                         return NULL;
                 }
                 if (!leadership_keep(&r->own)) {
-                        atomic_store(&r->lost, true);
+                        renewer_lose(r);
                         return NULL;
                 }
+                atomic_store(&r->valid_until_ms, r->own.valid_until_ms);
         }
 }
 
@@ -160,6 +167,7 @@ int leadership_renewer_start(Leadership *l, const char *db_target, int64_t max_m
         r->own = *l;
         r->max_ms = max_ms;
         r->until_ms = util_now_ms() + max_ms;
+        atomic_init(&r->valid_until_ms, l->valid_until_ms);
         r->own.store = NULL;
         r->stop_fd = -1;
         int e = store_open(db_target, &r->own.store);
@@ -182,6 +190,10 @@ int leadership_renewer_start(Leadership *l, const char *db_target, int64_t max_m
 
 bool leadership_renewer_lost(LeadershipRenewer *r) {
         return atomic_load(&r->lost);
+}
+
+int64_t leadership_renewer_valid_until_ms(LeadershipRenewer *r) {
+        return atomic_load(&r->valid_until_ms);
 }
 
 bool leadership_renewer_stop(LeadershipRenewer *r) {

@@ -50,4 +50,6 @@ typedef struct LeadershipRenewer LeadershipRenewer;
 int leadership_renewer_start(Leadership *l, const char *db_target, int64_t max_ms,
                              LeadershipRenewer **ret);
 bool leadership_renewer_lost(LeadershipRenewer *r);
+/* Monotonic ms at which the lease as last renewed ends; 0 once it was lost. Any thread. */
+int64_t leadership_renewer_valid_until_ms(LeadershipRenewer *r);
 bool leadership_renewer_stop(LeadershipRenewer *r);

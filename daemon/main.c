@@ -515,6 +515,16 @@ static void *state_load_run(void *p) {
         return NULL;
 }
 
+/* The ends of a leader's lease for the answers given while the state loads
+ * (early_leases_load). */
+static int64_t renewed_lease_end(void *renewer) {
+        return leadership_renewer_valid_until_ms(renewer);
+}
+
+static int64_t taken_lease_end(void *lead) {
+        return ((const Leadership *) lead)->valid_until_ms;
+}
+
 /*
  * Loads the state on a thread of its own while this one serves HTTP (api/loading.c):
  * connections are accepted as they come rather than left to the kernel's backlog, and
@@ -746,17 +756,21 @@ int main(int argc, char **argv) {
                 close(lfd);
                 return cert_pem ? 2 : 1;
         }
-        /* A leader answers from the stored state only while its leadership is sure. */
-        EarlyLeases *leases = NULL;
-        if (early_leases_load(store, settings.auth, cfg.lease_ms, cfg.sync_period_ms,
-                              settings.leader_elect ? lead.valid_until_ms : 0, &leases) < 0)
-                log_warning("cannot read the stored nodes: agents wait for the state to load");
         /* Until the first turn has ended: the one store is the load's, then the turn's. */
         LeadershipRenewer *renewer = NULL;
         if (settings.leader_elect &&
             (r = leadership_renewer_start(&lead, cfg.db_path, LOAD_RENEW_MAX_MS, &renewer)) < 0)
                 log_warning("cannot renew the leader's lease while the state loads: %s",
                             strerror(-r));
+        /* A leader answers from the stored state only while its leadership is sure: as
+         * renewed while the state loads, else as taken. */
+        EarlyLeases *leases = NULL;
+        EarlyLeasesUntil until = !settings.leader_elect ? NULL
+                                 : renewer              ? renewed_lease_end
+                                                        : taken_lease_end;
+        if (early_leases_load(store, settings.auth, cfg.lease_ms, cfg.sync_period_ms, until,
+                              renewer ? (void *) renewer : (void *) &lead, &leases) < 0)
+                log_warning("cannot read the stored nodes: agents wait for the state to load");
         r = load_state(&cfg, store, api, leases, &ctl);
         leases = early_leases_free(leases);
         if (r >= 0 && renewer && leadership_renewer_lost(renewer)) {

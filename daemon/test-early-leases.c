@@ -25,13 +25,22 @@ static uint64_t two_nodes(const char *name) {
         return version;
 }
 
+static int64_t lease_end_ms; /* what until_of answers */
+
+static int64_t until_of(void *ctx) {
+        return *(int64_t *) ctx;
+}
+
+/* Leases whose answers stop at lease_end_ms, read at each answer; until_ms 0: never. */
 static EarlyLeases *leases_of(const char *name, bool auth, int64_t until_ms) {
         char path[DB_PATH_MAX];
         db_path(path, name);
         Store *store = NULL;
         CHECK(store_open(path, &store) == 0);
         EarlyLeases *el = NULL;
-        CHECK(early_leases_load(store, auth, LEASE_MS, PERIOD_MS, until_ms, &el) == 0);
+        lease_end_ms = until_ms;
+        CHECK(early_leases_load(store, auth, LEASE_MS, PERIOD_MS, until_ms ? until_of : NULL,
+                                &lease_end_ms, &el) == 0);
         store_close(store);
         return el;
 }
@@ -138,6 +147,11 @@ static void test_what_the_store_refuses(void) {
                 &both, &renewed));
         early_leases_free(el);
         el = leases_of("refused", false, util_now_ms() + 60000);
+        CHECK(answered(el, NULL, 7, &renewed));
+        /* The end is asked at each answer: a lease that lapsed, then one renewed. */
+        lease_end_ms = util_now_ms() - 1;
+        CHECK(!answered(el, NULL, 7, &renewed));
+        lease_end_ms = util_now_ms() + 60000;
         CHECK(answered(el, NULL, 7, &renewed));
         early_leases_free(el);
 }

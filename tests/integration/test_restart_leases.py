@@ -14,6 +14,7 @@ import http.client
 import json
 import re
 import socket
+import time
 import unittest
 
 import axtest
@@ -144,9 +145,10 @@ class RestartLeasesTest(axtest.ClusterTestCase):
 
 
     def test_a_leader_answers_from_the_database_while_it_loads(self):
-        """With --leader-elect the early answers stop where the leadership taken before
-        the load may lapse (daemon/main.c hands its end to early_leases_load): a
-        leadership taken just now still covers the first second of the load."""
+        """With --leader-elect the early answers stop where the leadership may lapse: at
+        the end of the lease as the loading leader last renewed it (daemon/main.c hands
+        the renewer's to early_leases_load). So an agent is still answered early once the
+        lease taken before the load has run out, while the load goes on."""
         c = self.c
         self.port = c.port
         job = c.submit({"command": ["true"], "ranks": 1, "resources": {"cpus": 64}})
@@ -159,12 +161,17 @@ class RestartLeasesTest(axtest.ClusterTestCase):
         status, ans = self.answer(conn)
         self.assertEqual(status, 200, ans)
         version = ans["version"]
-        c.controller_args = c.controller_args + ["--leader-elect", "--leader-lease-ms", "3000"]
+        lease_ms = 400
+        c.controller_args = c.controller_args + ["--leader-elect", "--leader-lease-ms",
+                                                 str(lease_ms)]
+        # 250,000 jobs: a load of over a second here, several of those leases.
         proc, self.port, self.stderr = axtest.restart_loading(self, c, job=job,
-                                                              jobs=120000 + job["id"])
+                                                              jobs=250000 + job["id"])
         axtest.wait_for(lambda: "serving up to" in self.log(), 30,
                         "the HTTP server to start", interval=0.005)
         self.assertIn("stands for leader", self.log())
+        # The lease was taken before the HTTP server started: it has run out since.
+        time.sleep(1.25 * lease_ms / 1000)
         conn = self.connect()
         self.send(conn, "n1", sync_path(version), self.sync_body("n1"))
         status, ans = self.answer(conn)
@@ -179,6 +186,7 @@ class RestartLeasesTest(axtest.ClusterTestCase):
         self.assertEqual(status, 200, ans)
         conn.request("GET", "/healthz")
         self.assertEqual(self.answer(conn)[1].get("role"), "leader")
+        self.assertNotIn("lost", self.log())
         self.assertIsNone(proc.poll(), "the controller exited")
 
 
