@@ -239,13 +239,32 @@ void jobs_start(Controller *ctl, Job *job, const SchedPlacement *pl) {
                 job->ranks[i].assigned_mono = now;
 }
 
+/* Under AXCTLD_STRICT_TRANSITIONS: Model.starting lists every starting job, once. */
+static void starting_verify(const Model *m) {
+        int starting = 0;
+        for (int j = 0; j < m->n_active; j++)
+                starting += m->active[j]->state == JOB_STARTING;
+        for (int j = 0; j < m->n_starting; j++)
+                if (m->starting[j]->state != JOB_STARTING || m->starting[j]->starting_slot != j + 1)
+                        starting = -1;
+        if (starting != m->n_starting) {
+                log_error("bug: the list of starting jobs is stale");
+                abort();
+        }
+}
+
 void jobs_tick(Controller *ctl, int64_t now_ms) {
+        if (ctl->turn.strict)
+                starting_verify(&ctl->model);
         if (ctl->cfg.start_timeout_ms <= 0)
                 return;
-        for (int j = 0; j < ctl->model.n_active; j++) {
-                Job *job = ctl->model.active[j];
-                if (job->state != JOB_STARTING)
+        /* From the last: a job that fails here leaves the list, and the last (already
+         * seen) takes its place; a failure may end other jobs' attempts too. */
+        Model *m = &ctl->model;
+        for (int j = m->n_starting - 1; j >= 0; j--) {
+                if (j >= m->n_starting)
                         continue;
+                Job *job = m->starting[j];
                 for (int i = 0; i < job->n_ranks; i++) {
                         Rank *r = &job->ranks[i];
                         if (r->state != RANK_ASSIGNED)
@@ -259,7 +278,7 @@ void jobs_tick(Controller *ctl, int64_t now_ms) {
                         if (health_detect(&seen, &f)) {
                                 turn_event(&ctl->turn, job->id, r->node_name, "start_timeout", "%s",
                                            f.detail);
-                                jobs_attempt_failed(ctl, job, model_rank_node(&ctl->model, r), &f);
+                                jobs_attempt_failed(ctl, job, model_rank_node(m, r), &f);
                                 break;
                         }
                 }

@@ -24,6 +24,7 @@ void model_clear(Model *m) {
         free(m->jobs);
         free(m->active);
         free(m->ending);
+        free(m->starting);
         free(m->nodes);
         free(m->capacity_changed);
         free(m->running);
@@ -76,6 +77,23 @@ void model_active_recheck(Model *m, Job *job) {
         job->ending = true;
 }
 
+void model_starting_update(Model *m, Job *job) {
+        bool starting = job->state == JOB_STARTING;
+        if (starting == (job->starting_slot > 0))
+                return;
+        if (starting) {
+                GROW(m->starting, m->n_starting, m->cap_starting);
+                m->starting[m->n_starting++] = job;
+                job->starting_slot = m->n_starting;
+                return;
+        }
+        /* The last job takes its place. */
+        Job *last = m->starting[--m->n_starting];
+        m->starting[job->starting_slot - 1] = last;
+        last->starting_slot = job->starting_slot;
+        job->starting_slot = 0;
+}
+
 /* A project name has no '/' (spec.c), so "<project>/<key>" is unambiguous. */
 static char *idempotency_scoped(const char *project, const char *key) {
         return xasprintf("%s/%s", project, key);
@@ -116,6 +134,7 @@ static void job_index(Model *m, Job *job) {
                         idempotency_scoped(job->spec->project, job->idempotency_key);
                 strmap_put(m->idempotency, scoped, job);
         }
+        model_starting_update(m, job);
         if (!job_state_is_terminal(job->state)) {
                 model_active_add(m, job);
                 user_jobs_add(m, job_user(job), 1);

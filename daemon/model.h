@@ -142,6 +142,7 @@ typedef struct Job {
         bool in_pass; /* already a candidate of the scheduling pass being built */
         int held_ranks; /* its alive ranks counted on their nodes (model_node_hold) */
         int running_slot; /* 1 + its index in Model.running; 0: holds nothing */
+        int starting_slot; /* 1 + its index in Model.starting; 0: not starting */
         JobGang gang; /* memory only */
 } Job;
 
@@ -257,6 +258,10 @@ typedef struct Model {
          * needs to look at. */
         Job **ending;
         int n_ending, cap_ending;
+        /* Jobs in JOB_STARTING, in no order: the start timeout looks at these and not at
+         * every active job. */
+        Job **starting;
+        int n_starting, cap_starting;
         StrMap *idempotency; /* "<project>/<key>" -> Job: a key is its project's own */
         StrMap *node_index; /* name -> Node */
         StrMap *user_jobs; /* user -> how many of its jobs have not ended (intptr_t) */
@@ -322,6 +327,8 @@ Job *model_job_by_key(const Model *m, const char *project, const char *key);
 void model_active_add(Model *m, Job *job);
 /* job ended or lost a rank: the next model_active_prune sees whether it holds nothing. */
 void model_active_recheck(Model *m, Job *job);
+/* After job's state was set: lists it in Model.starting while it is JOB_STARTING. */
+void model_starting_update(Model *m, Job *job);
 /* Frees the jobs over before before_ms (wall) that are not active (hold nothing): they
  * stay in the store (persist_load_job). Returns how many. */
 int model_jobs_retire(Model *m, int64_t before_ms);

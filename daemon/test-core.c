@@ -417,12 +417,14 @@ static void test_start_timeout_and_restart(void) {
         wait_for_scheduler(ctl);
         CHECK(ctl_end_turn(ctl) == 0);
         CHECK_INT(job->state, JOB_STARTING);
+        CHECK(ctl->model.n_starting == 1 && ctl->model.starting[0] == job); /* what ticks read */
         char *placed = xstrdup(job->ranks[0].node_name);
         ctl_tick(ctl);
         CHECK_INT(job->state, JOB_STARTING); /* not yet */
         usleep(60000);
         ctl_tick(ctl);
         CHECK_INT(job->state, JOB_RESTARTING);
+        CHECK_INT(ctl->model.n_starting, 0);
         Attempt *a = job_current_attempt(job);
         CHECK_INT(a->end_reason, END_START_TIMEOUT);
         CHECK_STR(a->blamed_node, placed);
@@ -474,6 +476,9 @@ static void test_start_timeout_and_restart(void) {
         /* Placed again (at once, if not before): its live attempt 3 adds nothing at
          * its start. */
         CHECK(job->n_attempts == 3 && job_current_attempt(job)->end_reason == _END_REASON_INVALID);
+        /* Loaded while starting, it is listed for the start timeout as a placed one is. */
+        CHECK(ctl->model.n_starting == (job->state == JOB_STARTING));
+        CHECK(job->state != JOB_STARTING || ctl->model.starting[0] == job);
         now = rate_time(job);
         ctl_goodput_fleet_rate(ctl, now, &again);
         CHECK(again.interruptions == rate.interruptions && again.rank_ms == rate.rank_ms);
@@ -484,6 +489,7 @@ static void test_start_timeout_and_restart(void) {
         check_held(&ctl->model, job, (int[]){third_node->index}); /* as loaded */
         CHECK(ctl_job_cancel(ctl, id, &job, &err) == 0);
         CHECK(ctl_end_turn(ctl) == 0);
+        CHECK_INT(ctl->model.n_starting, 0);
         check_held(&ctl->model, job, (int[]){third_node->index}); /* until confirmed */
         WireRankReport stopped = {
                 .job = id, .attempt = 3, .rank = 0, .exited = true, .signal = 15, .step = -1};

@@ -233,6 +233,7 @@ bool tr_job(Turn *t, Job *job, JobState to, const char *reason) {
                            *job->reason ? ": " : "", job->reason);
                 job->state = to;
                 model_running_stale(t->model, job); /* stopping or not, for passes */
+                model_starting_update(t->model, job);
         }
         Attempt *a = job_current_attempt(job);
         if (to == JOB_RUNNING && a && a->running_ms == 0) {
