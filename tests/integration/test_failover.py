@@ -250,6 +250,22 @@ class FailoverTest(axtest.ClusterTestCase):
         self.assertIn("the lead was lost while the state loaded", log(a))
         self.assertNotIn("serving on", log(a))
 
+    def test_a_leader_killed_while_loading_hands_over(self):
+        """A leader SIGKILLed while it loads: its renewer dies with it, so the follower
+        takes the lead once the lease has run out, and loads and serves every job."""
+        a, b, log = self.long_loading_leader()
+        b.start_controller(wait_serving=False)
+        self.assertNotIn("serving on", log(a), "the load was over before the kill")
+        a.controller.kill()
+        axtest.wait_for(lambda: role(b.url) == "leader", 60, "the follower to lead")
+        db = sqlite3.connect(a.db, timeout=30)
+        queued = db.execute("SELECT count(*) FROM job WHERE state = 'pending'").fetchone()[0]
+        db.close()
+        self.assertGreaterEqual(queued, 250000)
+        _, health, _ = raw_request(b.url, "GET", "/healthz")
+        self.assertEqual(health["active_jobs"], queued, health)
+        self.assertIn("leading (fencing token", log(b))
+
     def test_a_follower_checks_its_files_at_start(self):
         """Not when it must lead: a bad quota file would fail the failover."""
         a, _ = self.pair()
