@@ -26,6 +26,7 @@ struct Controller {
         int64_t next_file_check_ms; /* when an idle controller looks at its database file */
         int64_t sched_interval_ms; /* least time between scheduling passes (controller.c) */
         int64_t next_retire_ms; /* when jobs over for the retention time next leave memory */
+        int cache_nodes; /* the nodes the store's page cache was last sized for */
         /* After a restart, the stored nodes whose agents have not synced yet, and until
          * when scheduling waits for them: the reconnecting fleet is answered first. */
         int reconnecting;

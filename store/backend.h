@@ -66,6 +66,9 @@ typedef struct StoreBackend {
         /* The WAL's figures so far (store_wal_stats; *ret is zeroed when called); NULL
          * where the engine keeps its log out of the process's sight. */
         void (*wal_stats)(StoreConn *conn, StoreWalStats *ret);
+        /* Keep up to kib KiB of pages in this process (store_cache_hint); NULL where the
+         * database server keeps the cache. */
+        int64_t (*cache_hint)(StoreConn *conn, int64_t kib);
         /* SQL for the database's clock in wall ms (leases are timed by it), and what makes
          * a SELECT lock its rows until the transaction ends ("" where BEGIN does). */
         const char *now_ms_sql;

@@ -409,6 +409,26 @@ static void sqlite_wal_stats(StoreConn *c, StoreWalStats *ret) {
         pthread_mutex_unlock(&cp->lock);
 }
 
+/* SQLite's own default cache size, in KiB (SQLITE_DEFAULT_CACHE_SIZE, -2000). */
+#define SQLITE_CACHE_DEFAULT_KIB 2000
+
+static int64_t sqlite_cache_hint(StoreConn *c, int64_t kib) {
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%lld",
+                 (long long) (kib > SQLITE_CACHE_DEFAULT_KIB ? kib : SQLITE_CACHE_DEFAULT_KIB));
+        int r = exec(c, sql);
+        if (r < 0)
+                return r;
+        sqlite3_stmt *st;
+        r = errno_from_sqlite(sqlite3_prepare_v2(c->db, "PRAGMA cache_size", -1, &st, NULL));
+        if (r < 0)
+                return r;
+        /* Negative: KiB, as set above. */
+        int64_t now = sqlite3_step(st) == SQLITE_ROW ? -sqlite3_column_int64(st, 0) : -EIO;
+        sqlite3_finalize(st);
+        return now;
+}
+
 const StoreBackend store_sqlite_backend = {
         .claims = sqlite_claims,
         .open = sqlite_open,
@@ -420,6 +440,7 @@ const StoreBackend store_sqlite_backend = {
         .rollback = sqlite_rollback,
         .run = sqlite_run,
         .wal_stats = sqlite_wal_stats,
+        .cache_hint = sqlite_cache_hint,
         .now_ms_sql = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
         .lock_rows_sql = "",
 };

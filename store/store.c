@@ -378,6 +378,10 @@ void store_wal_stats(Store *store, StoreWalStats *ret) {
                 store->backend->wal_stats(store->conn, ret);
 }
 
+int64_t store_cache_hint(Store *store, int64_t kib) {
+        return store->backend->cache_hint ? store->backend->cache_hint(store->conn, kib) : 0;
+}
+
 int store_check_file(Store *store) {
         return store->backend->check_file(store->conn);
 }

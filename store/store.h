@@ -151,6 +151,10 @@ typedef struct StoreWalStats {
         uint64_t pages_written;
 } StoreWalStats;
 void store_wal_stats(Store *store, StoreWalStats *ret);
+/* The pages worth keeping in memory, in KiB: SQLite's page cache (never below its default
+ * of 2,000 KiB); nothing for PostgreSQL, whose server caches. Returns the KiB the cache
+ * now holds at most (0: none here), or -errno. */
+int64_t store_cache_hint(Store *store, int64_t kib);
 
 int store_begin(Store *store);
 int store_commit(Store *store);

@@ -987,6 +987,17 @@ static void test_token_stamp(void) {
         store_close(s);
 }
 
+/* SQLite's page cache takes the size asked, never below its default; PostgreSQL's server
+ * keeps its own. */
+static void test_cache_hint(void) {
+        _cleanup_free_ char *target = fresh_target("cache");
+        Store *s;
+        CHECK_INT(store_open(target, &s), 0);
+        CHECK_INT(store_cache_hint(s, 16000), pg_url ? 0 : 16000);
+        CHECK_INT(store_cache_hint(s, 100), pg_url ? 0 : 2000);
+        store_close(s);
+}
+
 int main(void) {
         _cleanup_free_ char *dir = check_tmpdir("axctl-store");
         scratch_dir = dir;
@@ -1000,6 +1011,7 @@ int main(void) {
         test_jobs_load_every_unended_state();
         test_goodput();
         test_token_stamp();
+        test_cache_hint();
         _cleanup_free_ char *lead = fresh_target("lead");
         test_leadership(lead);
         test_display();
