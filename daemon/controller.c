@@ -346,11 +346,10 @@ static void ctl_load_ended_jobs(Controller *ctl) {
         }
 }
 
-/* Between turns, when nothing of a turn points at a job. */
 /*
  * The store's page cache holds what turns rewrite: the running fleet's node, job and rank
  * rows, which grow with the nodes and not with the stored jobs (turns leave queued and
- * ended ones alone). With SQLite's default 2 MiB, at 10,000 nodes the turns read back
+ * ended ones alone). With SQLite's default 2,000 KiB, at 10,000 nodes the turns read back
  * ten thousand pages a second, each a pread on the loop (docs/PERFORMANCE.md,
  * 2026-11-30). Sized after the load, which would fill it with pages no turn reads, and
  * again whenever the fleet has grown by an eighth.
@@ -367,6 +366,7 @@ static void ctl_store_cache_fit(Controller *ctl) {
                 log_warning("cannot size the store's page cache: %s", store_last_error(ctl->store));
 }
 
+/* Between turns, when nothing of a turn points at a job. */
 static void ctl_between_turns(Controller *ctl) {
         ctl_retire_jobs(ctl);
         ctl_load_ended_jobs(ctl);

@@ -609,8 +609,10 @@ Job *persist_load_job(Store *store, int64_t id) {
                 tmp.n_jobs = 0; /* the caller's now */
         }
         model_clear(&tmp);
-        if (job)
+        if (job) { /* in none of the controller's lists */
                 job->active = false;
+                job->starting_slot = 0;
+        }
         return job;
 }
 

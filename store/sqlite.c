@@ -424,7 +424,10 @@ static int64_t sqlite_cache_hint(StoreConn *c, int64_t kib) {
         if (r < 0)
                 return r;
         /* Negative: KiB, as set above. */
-        int64_t now = sqlite3_step(st) == SQLITE_ROW ? -sqlite3_column_int64(st, 0) : -EIO;
+        int rc = sqlite3_step(st);
+        int64_t now = rc == SQLITE_ROW            ? -sqlite3_column_int64(st, 0)
+                      : errno_from_sqlite(rc) < 0 ? errno_from_sqlite(rc)
+                                                  : -EIO; /* no row */
         sqlite3_finalize(st);
         return now;
 }
