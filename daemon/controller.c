@@ -351,14 +351,15 @@ static void ctl_load_ended_jobs(Controller *ctl) {
  * rows, which grow with the nodes and not with the stored jobs (turns leave queued and
  * ended ones alone). With SQLite's default 2,000 KiB, at 10,000 nodes the turns read back
  * ten thousand pages a second, each a pread on the loop (docs/PERFORMANCE.md,
- * 2026-11-30). Sized after the load, which would fill it with pages no turn reads, and
- * again whenever the fleet has grown by an eighth.
+ * 2026-11-30). Sized once the reconnecting fleet has been answered after the load (which
+ * would fill it with pages no turn reads), so that a restart's first turns allocate
+ * nothing more, and again whenever the fleet has grown by an eighth.
  */
 #define CTL_CACHE_BYTES_PER_NODE 1600
 
 static void ctl_store_cache_fit(Controller *ctl) {
         int n = ctl->model.n_nodes;
-        if (n <= ctl->cache_nodes + ctl->cache_nodes / 8)
+        if (n <= ctl->cache_nodes + ctl->cache_nodes / 8 || util_now_ms() < ctl->reconnect_until_ms)
                 return;
         ctl->cache_nodes = n;
         int64_t r = store_cache_hint(ctl->store, (int64_t) n * CTL_CACHE_BYTES_PER_NODE / 1024);
