@@ -340,8 +340,10 @@ static int sqlite_commit(StoreConn *c) {
         return exec(c, "COMMIT");
 }
 
+/* SQLite may have rolled the transaction back itself (a statement or COMMIT that failed
+ * on a full disk): a ROLLBACK would then fail, and its message hide the failure's. */
 static int sqlite_rollback(StoreConn *c) {
-        return exec(c, "ROLLBACK");
+        return sqlite3_get_autocommit(c->db) ? 0 : exec(c, "ROLLBACK");
 }
 
 static int64_t row_int(const StoreRow *row, int i) {

@@ -7,6 +7,7 @@ acknowledges anything more. These run on one SQLite file
 shared by two controllers on this machine; test_pg runs them on PostgreSQL."""
 
 import datetime
+import errno
 import http.client
 import json
 import os
@@ -23,6 +24,21 @@ import axtest
 
 LEADER_LEASE_MS = 1000
 LEASE_MS = 4000
+
+
+def fill_disk(path):
+    """Fills the file system at path to its last byte with a file named filler."""
+    with open(os.path.join(path, "filler"), "wb", buffering=0) as f:
+        free = os.statvfs(path).f_bavail * os.statvfs(path).f_frsize
+        if free > 0:
+            os.posix_fallocate(f.fileno(), 0, free)
+        f.seek(0, os.SEEK_END)
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
 
 
 def raw_request(url, method, path, body=None, timeout=5):
@@ -192,9 +208,10 @@ class FailoverTest(axtest.ClusterTestCase):
 
     LOAD_LEASE_MS = 600
 
-    def long_loading_leader(self):
+    def long_loading_leader(self, disk_size=None):
         """A leader loading 250,000 queued jobs (two seconds or more, several of its
-        leases), once it leads; a second cluster on its database, not started."""
+        leases), once it leads; a second cluster on its database, not started. With
+        disk_size, the database is on a tmpfs of that size, at a.disk."""
         args = ["--leader-elect", "--leader-lease-ms", str(self.LOAD_LEASE_MS)]
         a, b = (axtest.Cluster(0, controller_args=args, relay=False,
                                name=self._testMethodName + side) for side in ("-a", "-b"))
@@ -202,6 +219,10 @@ class FailoverTest(axtest.ClusterTestCase):
             self.addCleanup(self._finish_cluster, c)
         # First (cleanups run last first): killed, no controller cancels 250,000 jobs.
         self.addCleanup(lambda: [c.controller.kill() for c in (a, b) if c.controller])
+        if disk_size:
+            a.disk = os.path.join(a.tmp, "small")
+            self.mount_small_disk(a.disk, disk_size)
+            a.db = os.path.join(a.disk, "state.db")
         b.db = a.db
         a.start_controller()
         job = a.submit({"command": ["true"], "ranks": 1, "resources": {"cpus": 64}})
@@ -249,6 +270,25 @@ class FailoverTest(axtest.ClusterTestCase):
         self.assertEqual(a.controller.proc.returncode, 1)
         self.assertIn("the lead was lost while the state loaded", log(a))
         self.assertNotIn("serving on", log(a))
+
+    def test_a_leader_whose_disk_fills_while_loading_stops(self):
+        """The disk fills while a leader loads: its lease can no longer be renewed, so it
+        stops without serving once the lease has run out (no agent is answered for a
+        lead it may have lost), and nothing stored is lost: with room again, the next
+        start loads every job."""
+        a, _, log = self.long_loading_leader(disk_size="512m")
+        fill_disk(a.disk)
+        self.assertNotIn("serving on", log(a), "the load was over before the disk filled")
+        a.controller.proc.wait(timeout=60)
+        self.assertEqual(a.controller.proc.returncode, 1)
+        self.assertRegex(log(a), r"cannot renew the leader's lease: .*full")
+        self.assertIn("the lead was lost while the state loaded", log(a))
+        self.assertNotIn("serving on", log(a))
+        os.unlink(os.path.join(a.disk, "filler"))
+        a.start_controller()
+        axtest.wait_for(lambda: role(a.url) == "leader", 60, "the restarted leader to serve")
+        _, health, _ = raw_request(a.url, "GET", "/healthz")
+        self.assertEqual(health["active_jobs"], 250000, health)
 
     def test_a_leader_killed_while_loading_hands_over(self):
         """A leader SIGKILLed while it loads: its renewer dies with it, so the follower
