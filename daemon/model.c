@@ -2,6 +2,7 @@
 /* The in-memory model's lifecycle and indexes; see model.h. */
 #include "model.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,17 +61,45 @@ Node *model_node_find(const Model *m, const char *name) {
         return strmap_get(m->node_index, name);
 }
 
+/*
+ * Model.active, .starting and .running are lists in no order whose jobs know their
+ * place: a field of the job (its slot) holds 1 + its index there, 0 while it is not
+ * listed, and the last entry takes a removed one's place, so both are O(1).
+ */
+#define SLOT(field) offsetof(Job, field)
+
+static int *slot_of(Job *job, size_t slot) {
+        return (int *) ((char *) job + slot);
+}
+
+static void slots_add(Job ***list, int *n, int *cap, Job *job, size_t slot) {
+        GROW(*list, *n, *cap);
+        (*list)[(*n)++] = job;
+        *slot_of(job, slot) = *n;
+}
+
+/* Returns the index job left, which now holds the last entry (or is *n: job was last). */
+static int slots_remove(Job **list, int *n, Job *job, size_t slot) {
+        int i = *slot_of(job, slot) - 1;
+        Job *last = list[--*n];
+        list[i] = last;
+        *slot_of(last, slot) = i + 1;
+        *slot_of(job, slot) = 0;
+        return i;
+}
+
+void model_job_unlisted(Job *job) {
+        job->active_slot = job->starting_slot = job->running_slot = 0;
+        job->ending = false;
+}
+
 void model_active_add(Model *m, Job *job) {
-        if (job->active)
-                return;
-        GROW(m->active, m->n_active, m->cap_active);
-        job->active_pos = m->n_active;
-        m->active[m->n_active++] = job;
-        job->active = true;
+        if (!job_active(job))
+                slots_add(&m->active, &m->n_active, &m->cap_active, job, SLOT(active_slot));
 }
 
 void model_active_recheck(Model *m, Job *job) {
-        if (!job->active || job->ending)
+        if (!job_active(job) || job->ending)
                 return;
         GROW(m->ending, m->n_ending, m->cap_ending);
         m->ending[m->n_ending++] = job;
@@ -81,17 +110,10 @@ void model_starting_update(Model *m, Job *job) {
         bool starting = job->state == JOB_STARTING;
         if (starting == (job->starting_slot > 0))
                 return;
-        if (starting) {
-                GROW(m->starting, m->n_starting, m->cap_starting);
-                m->starting[m->n_starting++] = job;
-                job->starting_slot = m->n_starting;
-                return;
-        }
-        /* The last job takes its place. */
-        Job *last = m->starting[--m->n_starting];
-        m->starting[job->starting_slot - 1] = last;
-        last->starting_slot = job->starting_slot;
-        job->starting_slot = 0;
+        if (starting)
+                slots_add(&m->starting, &m->n_starting, &m->cap_starting, job, SLOT(starting_slot));
+        else
+                slots_remove(m->starting, &m->n_starting, job, SLOT(starting_slot));
 }
 
 /* A project name has no '/' (spec.c), so "<project>/<key>" is unambiguous. */
@@ -166,7 +188,7 @@ int model_jobs_retire(Model *m, int64_t before_ms) {
         int w = 0, retired = 0;
         for (int j = 0; j < m->n_jobs; j++) {
                 Job *job = m->jobs[j];
-                if (job->active || !job_state_is_terminal(job->state) ||
+                if (job_active(job) || !job_state_is_terminal(job->state) ||
                     job->finished_ms >= before_ms) {
                         m->jobs[w++] = job;
                         continue;
@@ -190,13 +212,8 @@ void model_active_prune(Model *m) {
                 bool keep = !job_state_is_terminal(job->state);
                 for (int k = 0; !keep && k < job->n_ranks; k++)
                         keep = job->ranks[k].alive;
-                if (keep)
-                        continue;
-                /* The last job takes its place. */
-                Job *last = m->active[--m->n_active];
-                m->active[job->active_pos] = last;
-                last->active_pos = job->active_pos;
-                job->active = false;
+                if (!keep)
+                        slots_remove(m->active, &m->n_active, job, SLOT(active_slot));
         }
         m->n_ending = 0;
 }
@@ -262,9 +279,9 @@ void model_running_stale(Model *m, const Job *job) {
 static void job_held_add(Model *m, Job *job, int delta) {
         job->held_ranks += delta;
         if (job->held_ranks > 0 && !job->running_slot) {
-                if (m->n_running == m->cap_running) {
-                        int cap = m->cap_running;
-                        GROW(m->running, m->n_running, m->cap_running);
+                int cap = m->cap_running;
+                slots_add(&m->running, &m->n_running, &m->cap_running, job, SLOT(running_slot));
+                if (m->cap_running > cap) {
                         m->running_stale =
                                 xrealloc(m->running_stale, (size_t) m->cap_running * sizeof(bool));
                         memset(m->running_stale + cap, 0,
@@ -272,15 +289,9 @@ static void job_held_add(Model *m, Job *job, int delta) {
                         m->stale_slots =
                                 xrealloc(m->stale_slots, (size_t) m->cap_running * sizeof(int));
                 }
-                m->running[m->n_running++] = job;
-                job->running_slot = m->n_running;
                 running_slot_stale(m, m->n_running - 1);
         } else if (job->held_ranks <= 0 && job->running_slot) {
-                int slot = job->running_slot - 1;
-                Job *last = m->running[--m->n_running];
-                m->running[slot] = last;
-                last->running_slot = slot + 1;
-                job->running_slot = 0;
+                int slot = slots_remove(m->running, &m->n_running, job, SLOT(running_slot));
                 if (slot < m->n_running)
                         running_slot_stale(m, slot); /* another job moved there */
         }

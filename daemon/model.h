@@ -136,8 +136,7 @@ typedef struct Job {
         /* Its goodput figures are in the store (it ended, and a turn wrote them): the
          * fleet's sums read them there, not from its timeline. */
         bool goodput_saved;
-        bool active; /* in the controller's active list, at active_pos */
-        int active_pos;
+        int active_slot; /* 1 + its index in Model.active; 0: not active */
         bool ending; /* in the model's list of active jobs that may have ended */
         bool in_pass; /* already a candidate of the scheduling pass being built */
         int held_ranks; /* its alive ranks counted on their nodes (model_node_hold) */
@@ -145,6 +144,11 @@ typedef struct Job {
         int starting_slot; /* 1 + its index in Model.starting; 0: not starting */
         JobGang gang; /* memory only */
 } Job;
+
+/* In Model.active: not over, or with ranks that may still be alive. */
+static inline bool job_active(const Job *job) {
+        return job->active_slot > 0;
+}
 
 typedef struct NodeDevice {
         char *kind;
@@ -329,6 +333,9 @@ void model_active_add(Model *m, Job *job);
 void model_active_recheck(Model *m, Job *job);
 /* After job's state was set: lists it in Model.starting while it is JOB_STARTING. */
 void model_starting_update(Model *m, Job *job);
+/* job was taken from a model of its own (persist.c's loads): it is in none of this
+ * model's lists yet. */
+void model_job_unlisted(Job *job);
 /* Frees the jobs over before before_ms (wall) that are not active (hold nothing): they
  * stay in the store (persist_load_job). Returns how many. */
 int model_jobs_retire(Model *m, int64_t before_ms);

@@ -609,10 +609,8 @@ Job *persist_load_job(Store *store, int64_t id) {
                 tmp.n_jobs = 0; /* the caller's now */
         }
         model_clear(&tmp);
-        if (job) { /* in none of the controller's lists */
-                job->active = false;
-                job->starting_slot = 0;
-        }
+        if (job)
+                model_job_unlisted(job); /* in none of the controller's lists */
         return job;
 }
 
@@ -658,7 +656,7 @@ int persist_load_ended(Store *store, Model *m, int64_t first_id, int64_t last_id
         if (r >= 0) {
                 for (int i = 0; i < l.read.n_jobs; i++) {
                         Job *job = l.read.jobs[i];
-                        job->active = false; /* over, holding nothing */
+                        model_job_unlisted(job); /* over, holding nothing */
                         for (int k = 0; k < job->n_ranks; k++) {
                                 Rank *rk = &job->ranks[k];
                                 Node *node =

@@ -219,14 +219,14 @@ static void test_turn(void) {
 static void check_active(const Model *m, int want) {
         CHECK_INT(m->n_active, want);
         for (int i = 0; i < m->n_active; i++)
-                CHECK(m->active[i]->active && m->active[i]->active_pos == i);
+                CHECK(m->active[i]->active_slot == i + 1);
         for (int i = 0; i < m->n_jobs; i++) {
                 const Job *job = m->jobs[i];
                 bool holds = false;
                 for (int k = 0; k < job->n_ranks; k++)
                         holds |= job->ranks[k].alive;
                 /* Over and holding nothing, it must be out; otherwise it must be in. */
-                CHECK(job->active == (!job_state_is_terminal(job->state) || holds));
+                CHECK(job_active(job) == (!job_state_is_terminal(job->state) || holds));
         }
 }
 
@@ -271,10 +271,10 @@ static void test_active_list(void) {
         CHECK(tr_job(&t, placed, JOB_CANCELLED, "by test"));
         model_active_prune(&m);
         check_active(&m, WAITING - 2);
-        CHECK(placed->active);
+        CHECK(job_active(placed));
         tr_rank_gone(&t, placed, &placed->ranks[0]);
         model_active_prune(&m);
-        CHECK(placed->active);
+        CHECK(job_active(placed));
         check_active(&m, WAITING - 2);
         /* Its last rank confirmed gone: out. */
         tr_rank_gone(&t, placed, &placed->ranks[1]);
