@@ -333,8 +333,8 @@ void model_active_add(Model *m, Job *job);
 void model_active_recheck(Model *m, Job *job);
 /* After job's state was set: lists it in Model.starting while it is JOB_STARTING. */
 void model_starting_update(Model *m, Job *job);
-/* job was taken from a model of its own (persist.c's loads): it is in none of this
- * model's lists yet. */
+/* job was taken from a model of its own (persist.c's loads): it is in no model's
+ * lists until one adds it. */
 void model_job_unlisted(Job *job);
 /* Frees the jobs over before before_ms (wall) that are not active (hold nothing): they
  * stay in the store (persist_load_job). Returns how many. */

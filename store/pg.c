@@ -447,6 +447,10 @@ static int pg_commit(StoreConn *c) {
 
 static int pg_rollback(StoreConn *c) {
         c->in_transaction = false;
+        /* A lost connection took its transaction with it; sending ROLLBACK would only
+         * replace the message that says why ("did not answer", "closed"). */
+        if (c->timed_out || pq.PQstatus(c->pg) != CONNECTION_OK)
+                return 0;
         return exec(c, "ROLLBACK");
 }
 

@@ -54,6 +54,9 @@ struct StoreConn {
          * only after SQLite's own descriptor: closing any descriptor of the file drops
          * the process's POSIX locks on it, SQLite's included. */
         int file_fd;
+        /* The failure a rollback followed: store_last_error's message until the next
+         * statement, since ROLLBACK replaces SQLite's own. */
+        char failure[256];
 };
 
 /* Maps SQLite's result codes onto errno values, so callers never see SQLite codes. */
@@ -92,11 +95,25 @@ static bool sqlite_claims(const char *target) {
 }
 
 static const char *sqlite_last_error(StoreConn *c) {
-        return c && c->db ? sqlite3_errmsg(c->db) : "no database";
+        if (!c || !c->db)
+                return "no database";
+        return c->failure[0] ? c->failure : sqlite3_errmsg(c->db);
 }
 
 static int exec(StoreConn *c, const char *sql) {
+        c->failure[0] = '\0';
         return errno_from_sqlite(sqlite3_exec(c->db, sql, NULL, NULL, NULL));
+}
+
+/* After a failure: its message stays. A ROLLBACK that runs says "not an error", and
+ * one after SQLite rolled back itself (a COMMIT on a full disk) fails with "cannot
+ * rollback - no transaction is active", so it runs only while a transaction is open. */
+static int sqlite_rollback(StoreConn *c) {
+        char failure[sizeof(c->failure)];
+        snprintf(failure, sizeof(failure), "%s", sqlite_last_error(c));
+        int r = sqlite3_get_autocommit(c->db) ? 0 : exec(c, "ROLLBACK");
+        memcpy(c->failure, failure, sizeof(failure));
+        return r;
 }
 
 /* Applies the migrations after the database's own, up to the first `version`. */
@@ -120,7 +137,7 @@ static int migrate(StoreConn *c, const char *const *migrations, int n_migrations
                         r = exec(c, set);
                 }
                 if (r < 0) {
-                        exec(c, "ROLLBACK");
+                        sqlite_rollback(c);
                         return r;
                 }
                 if ((r = exec(c, "COMMIT")) < 0)
@@ -315,7 +332,7 @@ static int sqlite_open(const char *path, const char *const *migrations, int n_mi
 fail:
         if (ret_error)
                 *ret_error = r == -EPROTO ? xstrdup("the database is of a newer axctld")
-                             : c->db      ? xstrdup(sqlite3_errmsg(c->db))
+                             : c->db      ? xstrdup(sqlite_last_error(c))
                                           : xstrdup(strerror(-r));
         sqlite_close(c);
         return r;
@@ -340,12 +357,6 @@ static int sqlite_commit(StoreConn *c) {
         return exec(c, "COMMIT");
 }
 
-/* SQLite may have rolled the transaction back itself (a statement or COMMIT that failed
- * on a full disk): a ROLLBACK would then fail, and its message hide the failure's. */
-static int sqlite_rollback(StoreConn *c) {
-        return sqlite3_get_autocommit(c->db) ? 0 : exec(c, "ROLLBACK");
-}
-
 static int64_t row_int(const StoreRow *row, int i) {
         sqlite3_stmt *st = row->cursor;
         return sqlite3_column_type(st, i) == SQLITE_NULL ? STORE_NONE : sqlite3_column_int64(st, i);
@@ -368,6 +379,7 @@ static int sqlite_run(StoreConn *c, int slot, const char *sql, const StoreParam 
                       int n_params, StoreRowCb row, void *ctx, int64_t *ret_changes) {
         sqlite3_stmt *st = slot >= 0 && slot < STORE_SLOTS ? c->stmts[slot] : NULL;
         bool keep = true;
+        c->failure[0] = '\0';
         if (st && sqlite3_stmt_busy(st))
                 st = NULL; /* run again from one of its own row callbacks */
         if (!st) {

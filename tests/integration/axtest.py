@@ -22,6 +22,7 @@ Standard library only.
 
 import ctypes
 import datetime
+import errno
 import http.client
 import json
 import os
@@ -140,6 +141,18 @@ def parse_time(text):
     """Seconds since the epoch of a time the API shows ("2026-11-22T02:33:35.123Z")."""
     return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
         tzinfo=datetime.timezone.utc).timestamp()
+
+
+def fill_disk(path):
+    """Fills the file system at path to its last page with a file path/filler, which
+    the caller may delete to make room again."""
+    with open(os.path.join(path, "filler"), "wb", buffering=0) as f:  # nothing to flush
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
 
 
 def wait_for(predicate, timeout, what="condition", interval=0.05):

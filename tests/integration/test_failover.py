@@ -7,7 +7,6 @@ acknowledges anything more. These run on one SQLite file
 shared by two controllers on this machine; test_pg runs them on PostgreSQL."""
 
 import datetime
-import errno
 import http.client
 import json
 import os
@@ -24,21 +23,6 @@ import axtest
 
 LEADER_LEASE_MS = 1000
 LEASE_MS = 4000
-
-
-def fill_disk(path):
-    """Fills the file system at path to its last byte with a file named filler."""
-    with open(os.path.join(path, "filler"), "wb", buffering=0) as f:
-        free = os.statvfs(path).f_bavail * os.statvfs(path).f_frsize
-        if free > 0:
-            os.posix_fallocate(f.fileno(), 0, free)
-        f.seek(0, os.SEEK_END)
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-        except OSError as e:
-            if e.errno != errno.ENOSPC:
-                raise
 
 
 def raw_request(url, method, path, body=None, timeout=5):
@@ -217,12 +201,12 @@ class FailoverTest(axtest.ClusterTestCase):
                                name=self._testMethodName + side) for side in ("-a", "-b"))
         for c in (a, b):
             self.addCleanup(self._finish_cluster, c)
-        # First (cleanups run last first): killed, no controller cancels 250,000 jobs.
-        self.addCleanup(lambda: [c.controller.kill() for c in (a, b) if c.controller])
         if disk_size:
             a.disk = os.path.join(a.tmp, "small")
             self.mount_small_disk(a.disk, disk_size)
             a.db = os.path.join(a.disk, "state.db")
+        # First (cleanups run last first): killed, no controller cancels 250,000 jobs.
+        self.addCleanup(lambda: [c.controller.kill() for c in (a, b) if c.controller])
         b.db = a.db
         a.start_controller()
         job = a.submit({"command": ["true"], "ranks": 1, "resources": {"cpus": 64}})
@@ -277,8 +261,13 @@ class FailoverTest(axtest.ClusterTestCase):
         lead it may have lost), and nothing stored is lost: with room again, the next
         start loads every job."""
         a, _, log = self.long_loading_leader(disk_size="512m")
-        fill_disk(a.disk)
+        # Stopped while the disk fills and for a lease: no renewal races the filler, and
+        # the lease has run out however soon the load would end.
+        a.controller.signal(signal.SIGSTOP)
         self.assertNotIn("serving on", log(a), "the load was over before the disk filled")
+        axtest.fill_disk(a.disk)
+        time.sleep(self.LOAD_LEASE_MS / 1000 + 0.2)
+        a.controller.signal(signal.SIGCONT)
         a.controller.proc.wait(timeout=60)
         self.assertEqual(a.controller.proc.returncode, 1)
         self.assertRegex(log(a), r"cannot renew the leader's lease: .*full")

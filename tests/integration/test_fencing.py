@@ -109,13 +109,7 @@ class FencingTest(axtest.ClusterTestCase):
         c.wait_nodes_ready(["n1"])
         job, node = self.start_job(c, "fulldisk", steps=300)
         pids = axtest.workload_pids(c.marker, job.id, 1)
-        with open(os.path.join(state, "fill"), "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
+        axtest.fill_disk(state)
         time.sleep(2 * LEASE_MS / 1000.0)
         self.assertTrue(all(axtest.pid_alive(p) for p in pids.values()),
                         "a full state disk fenced the rank of a live agent")

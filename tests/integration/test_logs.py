@@ -158,12 +158,7 @@ class FullStateDiskTest(axtest.ClusterTestCase):
         self.assertIn("exited with code 3", view["attempts"][0]["detail"])
 
         # What the rank's record gave back is taken too: no rank fits any more.
-        with open(os.path.join(state, "fill"), "wb", buffering=0) as f:
-            try:
-                while True:
-                    f.write(b"\0" * 4096)
-            except OSError:
-                pass
+        axtest.fill_disk(state)
         # That is the node's fault, not the job's (issue 11): the node says why in its
         # health, and the attempt is blamed on it instead of staying "starting".
         spec.update(name="nospace", command=["/bin/true"])

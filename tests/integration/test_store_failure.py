@@ -11,7 +11,6 @@ failure: SQLite would go on committing into a file the next start never sees, so
 next write gets 503 and nothing more is acknowledged; an idle controller notices within
 about a second, and /healthz says so."""
 
-import errno
 import os
 import re
 import shutil
@@ -107,12 +106,7 @@ class StoreFailureTest(axtest.ClusterTestCase):
                         "command": ["sh", "-c", "while [ ! -e %s ]; do sleep 0.02; done" % flag],
                         "env": {"AXTEST_MARKER": c.marker}})
         c.wait_running(job["id"])
-        with open(os.path.join(disk, "filler"), "wb", buffering=0) as f:  # nothing left to flush
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-            except OSError as e:
-                self.assertEqual(e.errno, errno.ENOSPC)
+        axtest.fill_disk(disk)
         time.sleep(1)  # a running job's syncs write nothing: the end is the next write
         self.assertEqual(c.api("GET", "/healthz")[0], 200, "a write before the job's end")
         open(flag, "w").close()

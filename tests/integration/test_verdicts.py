@@ -184,8 +184,7 @@ class VerdictsTest(axtest.ClusterTestCase):
         disk = os.path.join(c.tmp, "n1")
         self.mount_small_disk(disk, size="8m")
         c.start()
-        fill = os.path.join(disk, "fill")
-        subprocess.run(["dd", "if=/dev/zero", "of=" + fill, "bs=64k"], capture_output=True)
+        axtest.fill_disk(disk)
         job = c.work_job("full", ranks=2, ranks_per_node=1, steps=20, step_ms=20)
         job.id = c.submit(job.spec)["id"]
         node = axtest.wait_for(lambda: (lambda n: n if n["state"] == "unhealthy" else None)(
@@ -195,7 +194,7 @@ class VerdictsTest(axtest.ClusterTestCase):
         first = attempt(view, 1)
         self.assertEqual((first["failure_class"], first["blamed_node"]), ("node", "n1"), first)
         self.assertIn(view["state"], ("restarting", "pending"))
-        os.unlink(fill)
+        os.unlink(os.path.join(disk, "filler"))
         view = self.assert_succeeded_with_value(c, job, timeout=60)
         self.assertEqual({n["name"]: n for n in c.nodes()}["n1"]["state"], "ready")
 
