@@ -396,9 +396,7 @@ int ctl_end_turn(Controller *ctl) {
         if (r >= 0 && (r = persist_dirty(t)) < 0)
                 turn_fail(t, r, "cannot write the turn: %s", store_last_error(ctl->store));
         if (r >= 0 && (r = store_commit(ctl->store)) < 0)
-                turn_fail(t, r, "cannot commit: %s",
-                          r == -ESTALE ? "another controller took the lead"
-                                       : store_last_error(ctl->store));
+                turn_fail(t, r, "cannot commit: %s", store_last_error(ctl->store));
         histogram_observe(&ctl->db_commit, seconds_since(&start));
         t->tx_open = false;
         if (r >= 0) {

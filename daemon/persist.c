@@ -514,8 +514,7 @@ static int persist_goodput_backfill(Store *store, Model *m) {
         if (r >= 0)
                 r = store_commit(store);
         if (r < 0) {
-                log_error("storing the goodput of ended jobs: %s",
-                          r == -ESTALE ? "another controller leads" : store_last_error(store));
+                log_error("storing the goodput of ended jobs: %s", store_last_error(store));
                 store_rollback(store);
         } else if (c.n > 0)
                 log_info("stored the goodput figures of %d ended jobs", c.n);

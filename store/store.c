@@ -299,6 +299,9 @@ static char *open_error;
 const char *store_last_error(Store *store) {
         if (!store)
                 return open_error ? open_error : "";
+        /* A fenced store refuses every write itself: the engine's message is older. */
+        if (store->fenced)
+                return "another controller leads this database";
         return store->backend->last_error(store->conn);
 }
 

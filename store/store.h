@@ -138,8 +138,8 @@ int store_check_file(Store *store);
  * applied, and closes it: for the tests of upgrades. 0 or -errno. */
 int store_create_at_version(const char *target, int version);
 /* Human-readable text of the last failure of store, for logs: the engine's or server's
- * message, never a password. store NULL: why the last store_open failed ("" if it did
- * not). */
+ * message, never a password; once fenced (-ESTALE), that another controller leads. store
+ * NULL: why the last store_open failed ("" if it did not). */
 const char *store_last_error(Store *store);
 
 /* What the WAL took so far: checkpoints run off the writing thread and in its commits

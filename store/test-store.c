@@ -496,6 +496,7 @@ static void test_leadership(const char *target) {
         CHECK_INT(row.token, token + 1);
         CHECK_STR(row.holder, "ctl-b");
         CHECK_INT(put_job(a, 2), -ESTALE);
+        CHECK_STR(store_last_error(a), "another controller leads this database");
         CHECK(!store_in_transaction(a));
         CHECK_INT(put_job(a, 3), -ESTALE); /* stays fenced */
         CHECK_INT(store_lead(a, "ctl-a", "http://a", 60000, NULL), -ESTALE);
